@@ -1,1 +1,147 @@
-//! placeholder
+//! The compute market port and the embedded local market.
+//!
+//! A Requester reconciler rents machines ("guests") on a compute market through
+//! the [`Market`] port: it publishes a [`RequestForProposal`] for a contract,
+//! collects [`Bid`]s while its bid window is open (the caller owns the window
+//! timing; the market never sleeps), accepts the cheapest one and gets a
+//! verified [`Receipt`], polls the guest's [`GuestStatus`] until it is on the
+//! network, and finally releases it (the market's `vm.delete`).
+//!
+//! This crate knows nothing about Kubernetes: the controller maps its API types
+//! onto the plain types here. [`LocalMarket`] is the embedded, seeded,
+//! deterministic market used by default and by the tests; a real market adapter
+//! implements the same trait.
+//!
+//! # Guarantees every implementation gives
+//! - Publishing is idempotent per [`ContractKey`]: a second publish for the same
+//!   contract returns the same [`RfpId`] and never opens a second RFP.
+//! - Accepting is idempotent per RFP: accepting the winning bid again returns
+//!   the same receipt, so a restart between accept and recording the receipt
+//!   never rents a second guest.
+//! - Releasing is idempotent: releasing a guest that is already gone is `Ok`.
+//! - [`Market::lookup`] returning `None` means the guest is gone.
+//! - Errors say whether a retry can help ([`MarketError::is_retryable`]).
+
+mod clock;
+mod error;
+pub mod local;
+mod types;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{MarketError, Operation};
+pub use local::{LocalBidder, LocalMarket, LocalMarketConfig};
+pub use types::{
+    Agreement, Bid, ContractKey, GuestInfo, GuestStatus, Location, Receipt, RequestForProposal,
+    Resources, RfpId,
+};
+
+use async_trait::async_trait;
+
+/// The port a Requester drives a contract through.
+///
+/// Object safe: use it as `Arc<dyn Market>` from tokio tasks.
+///
+/// # Expected flow
+/// `publish_rfp` -> `collect_bids` (repeatedly, for as long as the caller's bid
+/// window lasts) -> [`cheapest`] -> `accept` -> `guest_status` until
+/// [`GuestStatus::is_on_network`] -> ... -> `release` -> `lookup` returns `None`.
+/// A guest rented elsewhere is taken over with `adopt` instead of the first
+/// three steps.
+#[async_trait]
+pub trait Market: Send + Sync {
+    /// Publishes a request for proposal for one contract.
+    ///
+    /// Idempotent per `rfp.contract`: publishing again for the same contract
+    /// returns the same id and keeps the first request's terms.
+    ///
+    /// # Errors
+    /// [`MarketError::InvalidRequest`] for a request no bidder could ever
+    /// answer (e.g. zero cpus); retryable errors when the market is unavailable.
+    async fn publish_rfp(&self, rfp: RequestForProposal) -> Result<RfpId, MarketError>;
+
+    /// Returns the bids received so far for an RFP, cheapest first.
+    ///
+    /// Once the RFP was accepted, the only bid is the accepted one (so a caller
+    /// that restarted mid-way accepts it again and gets the same receipt).
+    ///
+    /// # Errors
+    /// [`MarketError::UnknownRfp`] for an id this market never issued.
+    async fn collect_bids(&self, rfp: &RfpId) -> Result<Vec<Bid>, MarketError>;
+
+    /// Accepts a bid and returns the verified receipt of the agreement.
+    ///
+    /// # Errors
+    /// [`MarketError::UnknownRfp`]; [`MarketError::BidWithdrawn`] when the bid is
+    /// no longer offered (collect again); [`MarketError::RfpClosed`] when the RFP
+    /// was already accepted with another bidder; [`MarketError::InvalidReceipt`]
+    /// when the receipt does not match the agreement.
+    async fn accept(&self, rfp: &RfpId, bid: &Bid) -> Result<Receipt, MarketError>;
+
+    /// Reports what the provider says about the guest of a receipt.
+    ///
+    /// A released guest reports [`GuestStatus::Terminated`].
+    ///
+    /// # Errors
+    /// [`MarketError::InvalidReceipt`]; [`MarketError::GuestNotFound`] for a
+    /// receipt this market does not know (see [`MarketError::is_not_found`]).
+    async fn guest_status(&self, receipt: &Receipt) -> Result<GuestStatus, MarketError>;
+
+    /// Releases the guest of a receipt (the market's `vm.delete`).
+    ///
+    /// Idempotent: releasing a guest that is already gone is `Ok`.
+    ///
+    /// # Errors
+    /// [`MarketError::InvalidReceipt`]; retryable errors when the release could
+    /// not be sent (retry with backoff, never drop it).
+    async fn release(&self, receipt: &Receipt) -> Result<(), MarketError>;
+
+    /// Looks the guest of a receipt up; `None` means the guest is gone.
+    ///
+    /// # Errors
+    /// [`MarketError::InvalidReceipt`]; retryable errors when unavailable.
+    async fn lookup(&self, receipt: &Receipt) -> Result<Option<GuestInfo>, MarketError>;
+
+    /// Takes over a running guest named by a receipt, after checking it exists.
+    ///
+    /// # Errors
+    /// [`MarketError::InvalidReceipt`]; [`MarketError::GuestNotFound`] when the
+    /// guest does not exist or was released.
+    async fn adopt(&self, receipt: &Receipt) -> Result<GuestInfo, MarketError>;
+}
+
+/// Picks the winning bid: the lowest cost, ties broken by the bidder's DID so
+/// the choice is the same after a restart.
+///
+/// Bids in different currencies are compared by their minor units as they are;
+/// a caller that mixes currencies must filter first.
+#[must_use]
+pub fn cheapest(bids: &[Bid]) -> Option<&Bid> {
+    bids.iter()
+        .min_by(|a, b| a.cost.cmp(&b.cost).then_with(|| a.bidder.cmp(&b.bidder)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bid(bidder: &str, cost: u64) -> Bid {
+        Bid {
+            bidder: bidder.to_owned(),
+            cost,
+            currency: "EUR".to_owned(),
+        }
+    }
+
+    #[test]
+    fn cheapest_picks_lowest_cost_then_lowest_did() {
+        let bids = vec![bid("did:b", 5), bid("did:c", 3), bid("did:a", 3)];
+        assert_eq!(cheapest(&bids).map(|b| b.bidder.as_str()), Some("did:a"));
+        assert_eq!(cheapest(&[]), None);
+    }
+
+    #[test]
+    fn market_is_object_safe() {
+        fn takes(_: &std::sync::Arc<dyn Market>) {}
+        let _ = takes;
+    }
+}

@@ -1,0 +1,112 @@
+//! Property: whatever a Requester does, the local market never runs more
+//! guests than its bidders' capacity, and a released guest stays gone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use market::{
+    ContractKey, LocalBidder, LocalMarket, LocalMarketConfig, Location, ManualClock, Market,
+    Receipt, RequestForProposal, Resources, cheapest,
+};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Step {
+    Publish(u8),
+    Accept(u8),
+    Release(u8),
+    Advance(u16),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0..6_u8).prop_map(Step::Publish),
+        (0..6_u8).prop_map(Step::Accept),
+        (0..6_u8).prop_map(Step::Release),
+        (0..120_u16).prop_map(Step::Advance),
+    ]
+}
+
+fn request(contract: u8) -> RequestForProposal {
+    RequestForProposal {
+        contract: ContractKey::new("ns", format!("c{contract}")),
+        resources: Resources {
+            cpus: 1 + u32::from(contract % 3),
+            memory_mib: 1024,
+            disk_gib: 10,
+            network_mbps: 10,
+        },
+        location: Location::default(),
+        owner_did: "did:owner".to_owned(),
+    }
+}
+
+async fn run(seed: u64, capacities: Vec<u32>, steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let bidders: Vec<LocalBidder> = capacities
+        .iter()
+        .enumerate()
+        .map(|(i, capacity)| {
+            LocalBidder::new(format!("did:b{i}"), 10 - i as u64, "EUR")
+                .with_capacity(*capacity)
+                .with_boot_delay(Duration::from_secs(30))
+                .with_failure_rate_per_mille(200)
+        })
+        .collect();
+    let total: usize = capacities.iter().map(|c| *c as usize).sum();
+    let clock = Arc::new(ManualClock::default());
+    let config = LocalMarketConfig {
+        seed,
+        bidders: bidders.clone(),
+        ..LocalMarketConfig::default()
+    };
+    let market = LocalMarket::new(config, clock.clone()).unwrap();
+    let mut receipts: Vec<Option<Receipt>> = vec![None; 6];
+    let mut released: BTreeSet<Receipt> = BTreeSet::new();
+    for step in steps {
+        match step {
+            Step::Publish(c) => {
+                market.publish_rfp(request(c)).await.unwrap();
+            }
+            Step::Accept(c) => {
+                let id = market.publish_rfp(request(c)).await.unwrap();
+                let bids = market.collect_bids(&id).await.unwrap();
+                if let Some(bid) = cheapest(&bids) {
+                    let receipt = market.accept(&id, bid).await.unwrap();
+                    receipts[usize::from(c)] = Some(receipt);
+                }
+            }
+            Step::Release(c) => {
+                if let Some(receipt) = &receipts[usize::from(c)] {
+                    market.release(receipt).await.unwrap();
+                    released.insert(receipt.clone());
+                }
+            }
+            Step::Advance(seconds) => clock.advance(Duration::from_secs(u64::from(seconds))),
+        }
+        prop_assert!(market.running_guests() <= total);
+        for (bidder, capacity) in bidders.iter().zip(&capacities) {
+            prop_assert!(market.running_guests_of(&bidder.did) <= *capacity as usize);
+        }
+        for receipt in &released {
+            prop_assert!(market.lookup(receipt).await.unwrap().is_none());
+        }
+        prop_assert!(market.rfp_count() <= 6);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn running_guests_never_exceed_capacity_and_released_stay_gone(
+        seed in any::<u64>(),
+        capacities in proptest::collection::vec(0..3_u32, 1..4),
+        steps in proptest::collection::vec(step(), 1..60),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(run(seed, capacities, steps))?;
+    }
+}
