@@ -22,6 +22,8 @@
 //! - [`Market::lookup`] returning `None` means the guest is gone.
 //! - Errors say whether a retry can help ([`MarketError::is_retryable`]).
 
+#![deny(missing_docs)]
+
 mod clock;
 mod error;
 pub mod local;

@@ -1,5 +1,7 @@
-//! Property: whatever a Requester does, the local market never runs more
-//! guests than its bidders' capacity, and a released guest stays gone.
+//! Property: whatever a Requester does, and however often the manager restarts
+//! on the same state directory, the local market never runs more guests than
+//! its bidders' capacity, never opens a second RFP or rents a second guest for
+//! a contract, and a released guest stays gone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -18,6 +20,7 @@ enum Step {
     Accept(u8),
     Release(u8),
     Advance(u16),
+    Restart,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -26,6 +29,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0..6_u8).prop_map(Step::Accept),
         (0..6_u8).prop_map(Step::Release),
         (0..120_u16).prop_map(Step::Advance),
+        Just(Step::Restart),
     ]
 }
 
@@ -56,12 +60,14 @@ async fn run(seed: u64, capacities: Vec<u32>, steps: Vec<Step>) -> Result<(), Te
         .collect();
     let total: usize = capacities.iter().map(|c| *c as usize).sum();
     let clock = Arc::new(ManualClock::default());
+    let dir = tempfile::tempdir().unwrap();
     let config = LocalMarketConfig {
         seed,
         bidders: bidders.clone(),
+        state_dir: Some(dir.path().to_owned()),
         ..LocalMarketConfig::default()
     };
-    let market = LocalMarket::new(config, clock.clone()).unwrap();
+    let mut market = LocalMarket::new(config.clone(), clock.clone()).unwrap();
     let mut receipts: Vec<Option<Receipt>> = vec![None; 6];
     let mut released: BTreeSet<Receipt> = BTreeSet::new();
     for step in steps {
@@ -74,7 +80,8 @@ async fn run(seed: u64, capacities: Vec<u32>, steps: Vec<Step>) -> Result<(), Te
                 let bids = market.collect_bids(&id).await.unwrap();
                 if let Some(bid) = cheapest(&bids) {
                     let receipt = market.accept(&id, bid).await.unwrap();
-                    receipts[usize::from(c)] = Some(receipt);
+                    let known = receipts[usize::from(c)].get_or_insert_with(|| receipt.clone());
+                    prop_assert_eq!(&*known, &receipt, "a second guest for one contract");
                 }
             }
             Step::Release(c) => {
@@ -84,6 +91,10 @@ async fn run(seed: u64, capacities: Vec<u32>, steps: Vec<Step>) -> Result<(), Te
                 }
             }
             Step::Advance(seconds) => clock.advance(Duration::from_secs(u64::from(seconds))),
+            Step::Restart => {
+                drop(market);
+                market = LocalMarket::new(config.clone(), clock.clone()).unwrap();
+            }
         }
         prop_assert!(market.running_guests() <= total);
         for (bidder, capacity) in bidders.iter().zip(&capacities) {
@@ -93,6 +104,11 @@ async fn run(seed: u64, capacities: Vec<u32>, steps: Vec<Step>) -> Result<(), Te
             prop_assert!(market.lookup(receipt).await.unwrap().is_none());
         }
         prop_assert!(market.rfp_count() <= 6);
+        for c in 0..6 {
+            let contract = ContractKey::new("ns", format!("c{c}"));
+            prop_assert!(market.rfps_published(&contract) <= 1);
+            prop_assert!(market.guests_rented(&contract) <= 1);
+        }
     }
     Ok(())
 }

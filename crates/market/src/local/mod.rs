@@ -19,7 +19,12 @@
 //!   [`Market::lookup`] returns `None`.
 //! - With a state directory, every change is written atomically before the call
 //!   returns, and a new `LocalMarket` on the same directory finds every RFP and
-//!   guest again. Only one instance may use a directory at a time.
+//!   guest again. Only one instance may use a directory at a time. The write is
+//!   a small synchronous file write plus fsync inside the call: fine for a
+//!   simulation, and it keeps every change ordered under one lock.
+//! - Call counters ([`LocalMarket::publish_calls`], [`LocalMarket::release_calls`])
+//!   and fault knobs ([`LocalMarket::fail_next`]) belong to one instance: share
+//!   the `Arc<LocalMarket>` across simulated manager restarts to keep them.
 //! - Bidders are not state: they come from the configuration and can be
 //!   replaced at run time with [`LocalMarket::set_bidders`].
 
@@ -51,6 +56,18 @@ pub struct LocalMarket {
     clock: Arc<dyn Clock>,
     store: StateStore,
     inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for LocalMarket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("LocalMarket")
+            .field("seed", &self.seed)
+            .field("bidders", &inner.bidders.len())
+            .field("rfps", &inner.state.rfps.len())
+            .field("guests", &inner.state.guests.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Everything that changes, behind one lock so each call sees and leaves a
