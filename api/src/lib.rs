@@ -1,1 +1,49 @@
-//! placeholder
+//! CRD types, names, labels and the pure contract mapping of `socialweb.computer`.
+//!
+//! Five namespaced kinds in `socialweb.computer/v1alpha1`: [`Cluster`],
+//! [`NodeClaim`], [`Infra`], [`ComputeContract`] and [`Requester`]. The doc
+//! comments on every field are the schema descriptions `kubectl explain` shows.
+//! [`names`] holds the labels, finalizers and derived names every controller
+//! agrees on; [`mapping`] turns an Infra entry into a ComputeContract spec and
+//! an Infra into its publishable declaration and hash.
+#![deny(missing_docs)]
+
+pub mod cluster;
+pub mod common;
+pub mod compute_contract;
+pub mod condition;
+pub mod infra;
+pub mod mapping;
+pub mod names;
+pub mod nodeclaim;
+pub mod requester;
+
+pub use cluster::*;
+pub use common::*;
+pub use compute_contract::*;
+pub use condition::*;
+pub use infra::*;
+pub use mapping::*;
+pub use nodeclaim::*;
+pub use requester::*;
+
+/// The API group of every kind.
+pub const GROUP: &str = "socialweb.computer";
+/// The API version of every kind.
+pub const VERSION: &str = "v1alpha1";
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// The CustomResourceDefinitions of every kind, in a fixed order
+/// (Cluster, NodeClaim, Infra, ComputeContract, Requester).
+#[must_use]
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        Cluster::crd(),
+        NodeClaim::crd(),
+        Infra::crd(),
+        ComputeContract::crd(),
+        Requester::crd(),
+    ]
+}

@@ -1,0 +1,134 @@
+//! The pure contract mapping: a ComputeContract spec from an Infra entry, and
+//! an Infra's publishable declaration and its hash.
+//!
+//! The declaration is what may be published as a record: the description and
+//! the contract entries, nothing else. `clusterRef`, `nodes` and `secrets` name
+//! a tenant, its claims and its Secrets, so they never reach it (nor its hash).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::common::SecretRef;
+use crate::compute_contract::{ComputeContractSpec, DEFAULT_TTL_SECONDS_AFTER_FINISHED};
+use crate::infra::{ContractEntry, InfraSpec, NodeEntry};
+
+/// The ComputeContract spec of one Infra contract entry.
+///
+/// `node` is the entry's node fields (`None` for an ordinary entry, which gets
+/// no ownerDid, adopt or nodeJoin); `secret` is the entry's Secret reference.
+/// `release` is false: the Infra controller sets it when the entry leaves.
+///
+/// # Guarantees
+/// Pure: the same inputs give the same spec, so applying it again writes nothing.
+#[must_use]
+pub fn compute_contract_spec(
+    entry: &ContractEntry,
+    node: Option<&NodeEntry>,
+    secret: Option<&SecretRef>,
+) -> ComputeContractSpec {
+    ComputeContractSpec {
+        resources: entry.resources.clone(),
+        location: entry.location.clone(),
+        role: entry.role,
+        secrets_ref: secret.cloned(),
+        owner_did: node.map(|n| n.owner_did.clone()),
+        adopt: node.and_then(|n| n.adopt.clone()),
+        node_join: node.and_then(|n| n.node_join.clone()),
+        release: false,
+        ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+    }
+}
+
+/// The ComputeContract spec of the entry named `entry_name` of `spec`, with its
+/// node and secret looked up by contract name; `None` when no such entry exists.
+#[must_use]
+pub fn compute_contract_spec_for(
+    spec: &InfraSpec,
+    entry_name: &str,
+) -> Option<ComputeContractSpec> {
+    let entry = spec.contracts.iter().find(|c| c.name == entry_name)?;
+    let node = spec.nodes.iter().find(|n| n.contract == entry_name);
+    let secret = spec
+        .secrets
+        .iter()
+        .find(|s| s.contract == entry_name)
+        .map(|s| &s.secret_ref);
+    Some(compute_contract_spec(entry, node, secret))
+}
+
+/// The publishable part of an Infra: what a record holds and what its hash covers.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Declaration {
+    /// The Infra's description.
+    pub description: String,
+    /// The contract entries, sorted by name (a list-map's order carries no meaning).
+    pub contracts: Vec<ContractEntry>,
+}
+
+/// The declaration of an Infra: its description and contracts, sorted by name.
+#[must_use]
+pub fn declaration(spec: &InfraSpec) -> Declaration {
+    let mut contracts = spec.contracts.clone();
+    contracts.sort_by(|a, b| a.name.cmp(&b.name));
+    Declaration {
+        description: spec.description.clone(),
+        contracts,
+    }
+}
+
+/// sha256 hex of the canonical JSON of `declaration`: object keys sorted, no
+/// whitespace, optional fields that are unset left out.
+///
+/// # Errors
+/// Only if the declaration cannot be serialized to JSON, which its types rule out.
+pub fn declaration_hash(declaration: &Declaration) -> Result<String, serde_json::Error> {
+    let value = serde_json::to_value(declaration)?;
+    let mut canonical = String::new();
+    write_canonical(&value, &mut canonical)?;
+    Ok(hex::encode(Sha256::digest(canonical.as_bytes())))
+}
+
+/// The declaration hash of an Infra spec: `declaration_hash(&declaration(spec))`.
+///
+/// # Errors
+/// As [`declaration_hash`].
+pub fn infra_declaration_hash(spec: &InfraSpec) -> Result<String, serde_json::Error> {
+    declaration_hash(&declaration(spec))
+}
+
+/// Writes `value` as JSON with object keys in byte order, whatever order the
+/// map type keeps (serde_json's `preserve_order` may be on in the build).
+fn write_canonical(value: &Value, out: &mut String) -> Result<(), serde_json::Error> {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(key)?);
+                out.push(':');
+                if let Some(v) = map.get(key) {
+                    write_canonical(v, out)?;
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out)?;
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&serde_json::to_string(scalar)?),
+    }
+    Ok(())
+}
