@@ -58,6 +58,7 @@ pub struct ClusterStatus {
 
 /// Where a Cluster is in its life.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum ClusterPhase {
     /// Being set up; nodes cannot join yet.
     Initializing,

@@ -90,6 +90,7 @@ pub struct Winner {
     Ord,
     JsonSchema,
 )]
+#[schemars(transform = crate::common::drop_description)]
 pub enum Role {
     /// Runs workloads (the default).
     #[default]
@@ -130,6 +131,7 @@ pub struct Taint {
 
 /// The effect of a taint on pods that do not tolerate it.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum TaintEffect {
     /// New pods are not scheduled on the node.
     NoSchedule,
@@ -164,4 +166,12 @@ pub fn is_did(value: &str) -> bool {
         && !id.is_empty()
         && !id.ends_with(':')
         && id.chars().all(|c| id_char(c) || c == ':')
+}
+
+/// Schema transform for enums: drops the enum's own description so that the
+/// field's description is the one `kubectl explain` shows. kube's `OptionalEnum`
+/// transform hoists an optional enum's schema over the field's and would
+/// otherwise replace the field's description with the enum's.
+pub(crate) fn drop_description(schema: &mut schemars::Schema) {
+    schema.remove("description");
 }

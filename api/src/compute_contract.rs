@@ -105,6 +105,7 @@ pub struct ComputeContractStatus {
 #[derive(
     Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema,
 )]
+#[schemars(transform = crate::common::drop_description)]
 pub enum ComputeContractPhase {
     /// Not yet published.
     Pending,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// The status of a condition: whether the condition holds.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum ConditionStatus {
     /// The condition holds.
     True,

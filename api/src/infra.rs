@@ -97,6 +97,7 @@ pub struct ClusterRef {
 
 /// The kind a [`ClusterRef`] points to.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum ClusterKind {
     /// A `socialweb.computer` Cluster.
     #[default]
@@ -181,6 +182,7 @@ pub struct ContractStatus {
 
 /// How far the Infra controller has taken one contract.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum ContractState {
     /// Declared in the spec; its ComputeContract is not yet written.
     Staged,
@@ -192,6 +194,7 @@ pub enum ContractState {
 
 /// Where an Infra is in its life.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum InfraPhase {
     /// Some contract is not yet Deployed.
     Requesting,

@@ -110,6 +110,7 @@ pub struct InfraRef {
 
 /// Where a NodeClaim is in its life.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum NodeClaimPhase {
     /// Accepted; not yet an entry of the Cluster's Infra.
     Pending,

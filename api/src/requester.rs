@@ -72,6 +72,7 @@ pub struct Market {
 
 /// The kind of market a Requester uses (for the Market column).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(transform = crate::common::drop_description)]
 pub enum MarketKind {
     /// The embedded simulated market.
     Local,
