@@ -1,1 +1,17 @@
-//! placeholder
+//! The reconcilers of the socialweb.computer node controller manager.
+//!
+//! - [`infra`]: the ONLY writer of ComputeContract spec; composes one
+//!   ComputeContract per Infra contract entry and runs the release finalizer.
+//! - [`requester`]: runs each ComputeContract against the market and writes
+//!   its status; the Requester object's finalizer keeps the root delete order.
+//! - [`nodeclaim`]: composes all NodeClaims of a Cluster into one Infra and
+//!   keeps the join secrets, the grant, adoption and the graces.
+//!
+//! Every reconciler reads one shared cache ([`cache::SharedCaches`]) and never
+//! lists from the API server; each is a pure `decide` step and a thin `act` step.
+
+pub mod clock;
+pub mod error;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, Result};
