@@ -1,1 +1,25 @@
-//! placeholder
+//! The pure part of the Kubernetes apiextensions-apiserver for the embedded API server.
+//!
+//! A CRD version's `openAPIV3Schema` is parsed once into a [`StructuralSchema`] when the CRD
+//! is registered (rejecting non-structural schemas and CEL rules that do not compile, with the
+//! real server's field paths), and then used on every request the way the real server uses it:
+//! [`StructuralSchema::apply_defaults`] (on write and on read),
+//! [`StructuralSchema::prune`] (unknown fields, reported for `fieldValidation=Strict|Warn`),
+//! [`StructuralSchema::validate`] (OpenAPI value validations, list-type uniqueness and
+//! `x-kubernetes-validations` CEL rules with transition rules and ratcheting on update), and
+//! [`StructuralSchema::list_type`] for server-side apply. [`printer_column_value`] evaluates
+//! `additionalPrinterColumns` JSONPaths for Table output.
+//!
+//! Error texts follow k8s.io/apimachinery `field.Error` and kube-openapi's validation messages,
+//! so a client sees here what it would see from a real cluster. No I/O, no async.
+
+mod error;
+mod jsonpath;
+mod schema;
+
+pub use error::{FieldError, FieldErrorKind, SchemaError};
+pub use jsonpath::{
+    JsonPathError, PrinterColumnPath, human_duration, parse_printer_column_path,
+    printer_column_cell, printer_column_value,
+};
+pub use schema::{ListType, StructuralSchema};

@@ -1,0 +1,601 @@
+//! `x-kubernetes-validations`: compiling CEL rules when the CRD is registered and evaluating
+//! them against objects (apiextensions-apiserver `pkg/apiserver/schema/cel`).
+//!
+//! CEL evaluation uses the `cel` crate with the Kubernetes extension libraries of `kube-cel`
+//! (the crates kube-core's `cel` feature uses). The `cel` crate only parses, it does not
+//! type-check, so a rule calling a function neither library provides is rejected here at
+//! registration, instead of failing every write at run time.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube_cel::KubeCelExt;
+use kube_cel::cel::objects::{Key, Map, OptionalValue};
+use kube_cel::cel::{Context, Program, Value as CelValue};
+use serde_json::Value;
+
+use super::parse::Node;
+use crate::error::{BadValue, FieldError};
+
+/// Functions of the `cel` standard library and of `kube-cel`; anything else a rule calls is
+/// an undeclared reference (cel-go's checker rejects those at CRD registration too).
+const KNOWN_FUNCTIONS: &[&str] = &[
+    // cel standard library
+    "contains",
+    "size",
+    "max",
+    "min",
+    "startsWith",
+    "endsWith",
+    "string",
+    "bytes",
+    "double",
+    "int",
+    "uint",
+    "optional.none",
+    "optional.of",
+    "optional.ofNonZeroValue",
+    "value",
+    "hasValue",
+    "or",
+    "orValue",
+    "matches",
+    "duration",
+    "timestamp",
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+    "type",
+    "dyn",
+    "has",
+    "all",
+    "exists",
+    "exists_one",
+    "map",
+    "filter",
+    // kube-cel (Kubernetes CEL libraries)
+    "add",
+    "asApproximateFloat",
+    "asInteger",
+    "base64.decode",
+    "base64.encode",
+    "charAt",
+    "cidr",
+    "compareTo",
+    "containsCIDR",
+    "containsIP",
+    "distinct",
+    "family",
+    "find",
+    "findAll",
+    "first",
+    "flatten",
+    "format",
+    "format.byte",
+    "format.date",
+    "format.datetime",
+    "format.dns1035Label",
+    "format.dns1035LabelPrefix",
+    "format.dns1123Label",
+    "format.dns1123LabelPrefix",
+    "format.dns1123Subdomain",
+    "format.dns1123SubdomainPrefix",
+    "format.labelValue",
+    "format.named",
+    "format.qualifiedName",
+    "format.uri",
+    "format.uuid",
+    "getEscapedPath",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getQuery",
+    "getScheme",
+    "indexOf",
+    "ip",
+    "ip.isCanonical",
+    "isCIDR",
+    "isCIDRv4",
+    "isCIDRv6",
+    "isGlobalUnicast",
+    "isGreaterThan",
+    "isIP",
+    "isIPv4",
+    "isIPv6",
+    "isInteger",
+    "isLessThan",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isLoopback",
+    "isQuantity",
+    "isSemver",
+    "isSorted",
+    "isURL",
+    "isUnspecified",
+    "join",
+    "jsonpatch.escapeKey",
+    "last",
+    "lastIndexOf",
+    "lists.range",
+    "lowerAscii",
+    "major",
+    "masked",
+    "math.abs",
+    "math.bitAnd",
+    "math.bitNot",
+    "math.bitOr",
+    "math.bitShiftLeft",
+    "math.bitShiftRight",
+    "math.bitXor",
+    "math.ceil",
+    "math.floor",
+    "math.greatest",
+    "math.isFinite",
+    "math.isInf",
+    "math.isNaN",
+    "math.least",
+    "math.round",
+    "math.sign",
+    "math.sqrt",
+    "math.trunc",
+    "minor",
+    "patch",
+    "prefixLength",
+    "quantity",
+    "replace",
+    "reverse",
+    "semver",
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
+    "sign",
+    "slice",
+    "sort",
+    "split",
+    "strings.quote",
+    "sub",
+    "substring",
+    "sum",
+    "trim",
+    "upperAscii",
+    "url",
+    "validate",
+];
+
+/// A compiled `x-kubernetes-validations` entry.
+#[derive(Debug)]
+pub(crate) struct CompiledRule {
+    pub rule: String,
+    pub message: Option<String>,
+    pub message_expression: Option<Program>,
+    pub reason: Option<String>,
+    /// `fieldPath` normalized to a relative apimachinery path (`spec.x` form, no leading dot).
+    pub field_path: Option<String>,
+    pub optional_old_self: bool,
+    pub uses_old_self: bool,
+    pub program: Program,
+}
+
+impl CompiledRule {
+    /// Compiles one rule; compile errors are reported at `path` like the real CRD validation.
+    pub fn compile(rule: &Value, path: &str, errors: &mut Vec<FieldError>) -> Option<Self> {
+        let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
+        if text.trim().is_empty() {
+            errors.push(FieldError::required(
+                &format!("{path}.rule"),
+                "rule is not specified",
+            ));
+            return None;
+        }
+        let program = match compile_program(text) {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(FieldError::invalid(
+                    &format!("{path}.rule"),
+                    BadValue::Str(text),
+                    &format!("compilation failed: {e}"),
+                ));
+                return None;
+            }
+        };
+        let message = rule
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if message.is_none() && text.contains('\n') {
+            errors.push(FieldError::required(
+                &format!("{path}.message"),
+                "message must be specified if rule contains line breaks",
+            ));
+        }
+        let message_expression = match rule.get("messageExpression").and_then(Value::as_str) {
+            None => None,
+            Some(expr) => match compile_program(expr) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    errors.push(FieldError::invalid(
+                        &format!("{path}.messageExpression"),
+                        BadValue::Str(expr),
+                        &format!("messageExpression compilation failed: {e}"),
+                    ));
+                    return None;
+                }
+            },
+        };
+        let reason = rule
+            .get("reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let Some(r) = reason.as_deref()
+            && !matches!(
+                r,
+                "FieldValueInvalid"
+                    | "FieldValueForbidden"
+                    | "FieldValueRequired"
+                    | "FieldValueDuplicate"
+            )
+        {
+            errors.push(FieldError::not_supported(
+                &format!("{path}.reason"),
+                &Value::String(r.to_string()),
+                &[
+                    "FieldValueDuplicate",
+                    "FieldValueForbidden",
+                    "FieldValueInvalid",
+                    "FieldValueRequired",
+                ]
+                .map(String::from),
+            ));
+        }
+        let uses_old_self = program.references().has_variable("oldSelf");
+        let optional_old_self = rule
+            .get("optionalOldSelf")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if optional_old_self && !uses_old_self {
+            errors.push(FieldError::invalid(
+                &format!("{path}.optionalOldSelf"),
+                BadValue::Json(&Value::Bool(true)),
+                "may not be set if oldSelf is not used in rule",
+            ));
+        }
+        let field_path = rule
+            .get("fieldPath")
+            .and_then(Value::as_str)
+            .map(normalize_field_path);
+        Some(Self {
+            rule: text.to_string(),
+            message,
+            message_expression,
+            reason,
+            field_path,
+            optional_old_self,
+            uses_old_self,
+            program,
+        })
+    }
+}
+
+fn compile_program(text: &str) -> Result<Program, String> {
+    let program = Program::compile(text).map_err(|e| e.to_string().trim().to_string())?;
+    let references = program.references();
+    let mut unknown: Vec<&str> = references
+        .functions()
+        .into_iter()
+        .filter(|f| !is_operator(f) && !KNOWN_FUNCTIONS.contains(f))
+        .collect();
+    unknown.sort_unstable();
+    if let Some(name) = unknown.first() {
+        return Err(format!("undeclared reference to '{name}'"));
+    }
+    Ok(program)
+}
+
+/// Operators appear as functions named like `_==_`, `!_`, `@in`, `_[_]`.
+fn is_operator(name: &str) -> bool {
+    name.starts_with('_') || name.starts_with('!') || name.starts_with('-') || name.starts_with('@')
+}
+
+/// `.spec.foo` / `.foo['bar.baz']` -> `spec.foo` / `foo[bar.baz]` (apimachinery `Child` form).
+fn normalize_field_path(path: &str) -> String {
+    let mut out = String::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("['")
+            && let Some(end) = after.find("']")
+        {
+            out.push('[');
+            out.push_str(&after[..end]);
+            out.push(']');
+            rest = &after[end + 2..];
+        } else if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&after[..end]);
+            rest = &after[end..];
+        } else {
+            let end = rest.find(['.', '[']).unwrap_or(rest.len());
+            if end == 0 {
+                out.push_str(rest);
+                break;
+            }
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// A context with the standard and Kubernetes CEL libraries; built once per validation run.
+pub(crate) fn base_context() -> Context<'static> {
+    let mut ctx = Context::default();
+    ctx.register_all();
+    ctx
+}
+
+/// Evaluates the rules of one node at `path` (apimachinery form, empty for the root).
+/// `old` is the correlated old value (None on create or when the value cannot be correlated),
+/// which decides whether transition rules run; when the value is unchanged, rules without
+/// `oldSelf` are ratcheted (skipped), as the real server does on update.
+pub(crate) fn evaluate_rules(
+    ctx: &Context<'_>,
+    node: &Node,
+    path: &str,
+    value: &Value,
+    old: Option<&Value>,
+    errors: &mut Vec<FieldError>,
+) {
+    if node.rules.is_empty() {
+        return;
+    }
+    let unchanged = old.is_some_and(|o| o == value);
+    let at = |p: &str| {
+        if p.is_empty() {
+            "<nil>".to_string()
+        } else {
+            p.to_string()
+        }
+    };
+    let mut scope = ctx.new_inner_scope();
+    scope.add_variable_from_value("self", to_cel(value, Some(node)));
+    let old_cel = old.map(|o| to_cel(o, Some(node)));
+    let type_name = node
+        .ty
+        .as_deref()
+        .unwrap_or(if node.int_or_string { "" } else { "object" });
+    for rule in &node.rules {
+        if rule.uses_old_self && old.is_none() && !rule.optional_old_self {
+            continue;
+        }
+        if unchanged && !rule.uses_old_self {
+            continue;
+        }
+        let mut rule_scope = scope.new_inner_scope();
+        if rule.optional_old_self {
+            let optional = match &old_cel {
+                Some(v) => OptionalValue::of(v.clone()),
+                None => OptionalValue::none(),
+            };
+            rule_scope.add_variable_from_value("oldSelf", CelValue::Opaque(Arc::new(optional)));
+        } else if let Some(v) = &old_cel {
+            rule_scope.add_variable_from_value("oldSelf", v.clone());
+        }
+        let rule_error_string = rule
+            .message
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or(rule.rule.trim());
+        match rule.program.execute(&rule_scope) {
+            Ok(CelValue::Bool(true)) => {}
+            Ok(CelValue::Bool(false)) => {
+                let field = match rule.field_path.as_deref() {
+                    Some(p) if !p.is_empty() => join(path, p),
+                    _ => at(path),
+                };
+                let detail = rule
+                    .message_expression
+                    .as_ref()
+                    .and_then(|m| match m.execute(&rule_scope) {
+                        Ok(CelValue::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| match rule.message.as_deref() {
+                        Some(m) if !m.trim().is_empty() => m.trim().to_string(),
+                        _ => format!("failed rule: {}", rule.rule.trim()),
+                    });
+                let bad = if matches!(node.ty.as_deref(), Some("object" | "array")) {
+                    BadValue::Omit
+                } else {
+                    BadValue::Json(value)
+                };
+                errors.push(match rule.reason.as_deref() {
+                    Some("FieldValueForbidden") => FieldError::forbidden(&field, &detail),
+                    Some("FieldValueRequired") => FieldError::required(&field, &detail),
+                    Some("FieldValueDuplicate") => FieldError::duplicate(&field, bad),
+                    _ => FieldError::invalid(&field, bad, &detail),
+                });
+            }
+            Ok(other) => errors.push(FieldError::invalid(
+                &at(path),
+                BadValue::Str(type_name),
+                &format!(
+                    "rule did not evaluate to a bool but to {:?} for rule: {rule_error_string}",
+                    other.type_of()
+                ),
+            )),
+            Err(e) => errors.push(FieldError::invalid(
+                &at(path),
+                BadValue::Str(type_name),
+                &format!("{e} evaluating rule: {rule_error_string}"),
+            )),
+        }
+    }
+}
+
+fn join(base: &str, child: &str) -> String {
+    if base.is_empty() {
+        child.to_string()
+    } else if child.starts_with('[') {
+        format!("{base}{child}")
+    } else {
+        format!("{base}.{child}")
+    }
+}
+
+const CEL_RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// Kubernetes' CEL property-name escaping; None when the name cannot be accessed from CEL.
+fn escape_property(name: &str) -> Option<String> {
+    if CEL_RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    let valid_first = first.is_ascii_alphabetic() || matches!(first, '_' | '.' | '-' | '/');
+    let valid_rest = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/'));
+    if !valid_first || !valid_rest {
+        return None;
+    }
+    Some(
+        name.replace("__", "__underscores__")
+            .replace('.', "__dot__")
+            .replace('-', "__dash__")
+            .replace('/', "__slash__"),
+    )
+}
+
+/// Converts a JSON value to CEL following the schema (`UnstructuredToVal`): integers are
+/// `int`, numbers `double`, `date-time`/`duration`/`byte` strings become timestamps,
+/// durations and bytes, object property names are escaped, map keys are not.
+pub(crate) fn to_cel(value: &Value, node: Option<&Node>) -> CelValue {
+    match value {
+        Value::Null => CelValue::Null,
+        Value::Bool(b) => CelValue::Bool(*b),
+        Value::Number(n) => {
+            let wants_double = node.is_some_and(|n| n.ty.as_deref() == Some("number"));
+            match (n.as_i64(), wants_double) {
+                (Some(i), false) => CelValue::Int(i),
+                _ => match n.as_f64() {
+                    Some(f) if !wants_double && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                        CelValue::Int(f as i64)
+                    }
+                    Some(f) => CelValue::Float(f),
+                    None => CelValue::UInt(n.as_u64().unwrap_or(u64::MAX)),
+                },
+            }
+        }
+        Value::String(s) => string_to_cel(s, node.and_then(|n| n.format.as_deref())),
+        Value::Array(items) => {
+            let item_node = node.and_then(|n| n.items.as_deref());
+            CelValue::List(Arc::new(
+                items.iter().map(|v| to_cel(v, item_node)).collect(),
+            ))
+        }
+        Value::Object(map) => {
+            let mut out: HashMap<Key, CelValue> = HashMap::with_capacity(map.len());
+            let is_map = node.is_some_and(Node::is_map);
+            for (k, v) in map {
+                let child = node.and_then(|n| n.child(k));
+                let key = if is_map && !node.is_some_and(|n| n.properties.contains_key(k)) {
+                    Some(k.clone())
+                } else {
+                    escape_property(k)
+                };
+                if let Some(key) = key {
+                    out.insert(Key::String(Arc::new(key)), to_cel(v, child));
+                }
+            }
+            CelValue::Map(Map { map: Arc::new(out) })
+        }
+    }
+}
+
+fn string_to_cel(s: &str, format: Option<&str>) -> CelValue {
+    match format.map(|f| f.replace('-', "")).as_deref() {
+        Some("datetime") => {
+            if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+                return CelValue::Timestamp(t);
+            }
+        }
+        Some("duration") => {
+            if let Some(d) = super::formats::parse_go_duration(s) {
+                return CelValue::Duration(d);
+            }
+        }
+        _ => {}
+    }
+    CelValue::String(Arc::new(s.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn field_paths_normalize_to_apimachinery_form() {
+        assert_eq!(normalize_field_path(".spec.foo"), "spec.foo");
+        assert_eq!(
+            normalize_field_path(".testMap['foo.34$']"),
+            "testMap[foo.34$]"
+        );
+        assert_eq!(normalize_field_path("foo"), "foo");
+    }
+
+    #[test]
+    fn property_names_escape_like_kubernetes() {
+        assert_eq!(
+            escape_property("foo-bar").as_deref(),
+            Some("foo__dash__bar")
+        );
+        assert_eq!(
+            escape_property("namespace").as_deref(),
+            Some("__namespace__")
+        );
+        assert_eq!(
+            escape_property("a.b/c").as_deref(),
+            Some("a__dot__b__slash__c")
+        );
+        assert_eq!(escape_property("1abc"), None);
+    }
+
+    #[test]
+    fn unknown_functions_fail_to_compile() {
+        assert!(compile_program("self.size() > 1").is_ok());
+        assert!(compile_program("has(self.a) && self.all(x, x > 0)").is_ok());
+        let err = compile_program("self.frobnicate()").unwrap_err();
+        assert!(err.contains("frobnicate"), "{err}");
+        assert!(compile_program("self ==").is_err());
+    }
+}

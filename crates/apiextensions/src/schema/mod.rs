@@ -1,0 +1,239 @@
+//! [`StructuralSchema`]: a CRD version's schema and what the server does with it.
+
+mod cel;
+mod correlate;
+mod defaults;
+mod formats;
+mod listtype;
+mod parse;
+mod prune;
+mod validate;
+
+use serde_json::Value;
+
+use crate::error::{BadValue, FieldError, FieldErrorKind, SchemaError};
+use correlate::{old_item, old_property};
+use parse::{Node, Position};
+
+/// The list semantics server-side apply uses for a list (`x-kubernetes-list-type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListType {
+    /// Replaced as a whole (the default).
+    Atomic,
+    /// Merged as a set of scalars.
+    Set,
+    /// Merged by the values of these key fields.
+    Map(Vec<String>),
+}
+
+/// A CRD version's structural schema, parsed once when the CRD is registered.
+#[derive(Debug)]
+pub struct StructuralSchema {
+    root: Node,
+    has_rules: bool,
+}
+
+/// Field error types that stop CEL rules from running (`hasBlockingErr` in the CR strategy).
+const BLOCKING: &[FieldErrorKind] = &[
+    FieldErrorKind::Unsupported,
+    FieldErrorKind::Required,
+    FieldErrorKind::TooLong,
+    FieldErrorKind::TooMany,
+    FieldErrorKind::TypeInvalid,
+];
+
+impl StructuralSchema {
+    /// Parses `openAPIV3Schema`; error paths start at `openAPIV3Schema`.
+    ///
+    /// # Errors
+    /// [`SchemaError::Invalid`] when the schema is not structural (e.g. a property without
+    /// `type`), has an invalid `pattern`, list-type or CEL rule that does not compile.
+    pub fn from_value(schema: &Value) -> Result<Self, SchemaError> {
+        Self::from_value_at(schema, "openAPIV3Schema")
+    }
+
+    /// Like [`Self::from_value`], with error paths under `path`, e.g.
+    /// `spec.versions[0].schema.openAPIV3Schema` as the real server reports them.
+    ///
+    /// # Errors
+    /// As [`Self::from_value`].
+    pub fn from_value_at(schema: &Value, path: &str) -> Result<Self, SchemaError> {
+        let mut errors = Vec::new();
+        let root = parse::parse(schema, path, Position::Root, &mut errors);
+        if !errors.is_empty() {
+            return Err(SchemaError::Invalid(errors));
+        }
+        let has_rules = has_rules(&root);
+        Ok(Self { root, has_rules })
+    }
+
+    /// The schema as written (for OpenAPI publication).
+    #[must_use]
+    pub fn raw(&self) -> &Value {
+        &self.root.raw
+    }
+
+    /// Applies `default`s: only to keys missing (or non-nullable `null`) in objects that
+    /// exist, never creating absent parents; defaults under `items` and
+    /// `additionalProperties` apply to each element. The real server runs this on write
+    /// (after decoding the request) and on read (after decoding from storage).
+    pub fn apply_defaults(&self, object: &mut Value) {
+        defaults::apply(object, &self.root);
+    }
+
+    /// Removes fields the schema does not know and returns their paths (`spec.foo`,
+    /// `spec.list[0].bar`, `metadata.foo`), for `fieldValidation=Strict`
+    /// (`unknown field "spec.foo"`) and `Warn`.
+    ///
+    /// # Guarantees
+    /// Keeps subtrees under `x-kubernetes-preserve-unknown-fields`; at the root and in
+    /// `x-kubernetes-embedded-resource` objects keeps `apiVersion`, `kind` and `metadata`,
+    /// whose keys are limited to ObjectMeta fields; drops `null`s of non-nullable fields
+    /// without a default, as the real server does right after pruning.
+    pub fn prune(&self, object: &mut Value) -> Vec<String> {
+        prune::prune_resource(object, &self.root)
+    }
+
+    /// Validates an object (after defaulting and pruning): OpenAPI value validations, then
+    /// list-type uniqueness, then `x-kubernetes-validations` CEL rules (skipped, with one
+    /// error saying so, when an earlier error is of a blocking type, like the real server).
+    ///
+    /// `old` is the stored object on update (None on create): rules using `oldSelf` run only
+    /// where the old value exists and correlates (object fields, map values, items of
+    /// list-type map lists), and unchanged values are not re-validated (ratcheting).
+    #[must_use]
+    pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        validate::validate_value(&self.root, "", object, old, &mut errors);
+        if let Value::Object(map) = object {
+            let old_lists_ok = match old.and_then(Value::as_object) {
+                None => true,
+                Some(old_map) => {
+                    let mut old_errors = Vec::new();
+                    listtype::validate_object(&self.root, "", old_map, &mut old_errors);
+                    old_errors.is_empty()
+                }
+            };
+            if old_lists_ok {
+                listtype::validate_object(&self.root, "", map, &mut errors);
+            }
+        }
+        if self.has_rules {
+            if errors.iter().any(|e| BLOCKING.contains(&e.kind)) {
+                errors.push(FieldError::invalid(
+                    "<nil>",
+                    BadValue::Json(&Value::Null),
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                ));
+            } else {
+                let ctx = cel::base_context();
+                cel_walk(&ctx, &self.root, "", object, old, &mut errors);
+            }
+        }
+        errors
+    }
+
+    /// `x-kubernetes-list-type` of the list at `path` (field names from the root; list
+    /// elements add nothing to the path), for server-side apply. Atomic when unknown.
+    #[must_use]
+    pub fn list_type(&self, path: &[&str]) -> ListType {
+        let Some(node) = self.node_at(path) else {
+            return ListType::Atomic;
+        };
+        match node.list_type.as_deref() {
+            Some("set") => ListType::Set,
+            Some("map") => ListType::Map(node.list_map_keys.clone()),
+            _ => ListType::Atomic,
+        }
+    }
+
+    /// Whether the object at `path` is `x-kubernetes-map-type: atomic` (replaced as a whole
+    /// by server-side apply) rather than granular.
+    #[must_use]
+    pub fn is_atomic_map(&self, path: &[&str]) -> bool {
+        self.node_at(path).is_some_and(|n| {
+            n.raw.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+        })
+    }
+
+    /// The sub-schema (as written) at a path of field names, for `kubectl explain`.
+    #[must_use]
+    pub fn sub_schema(&self, path: &[&str]) -> Option<&Value> {
+        self.node_at(path).map(|n| &n.raw)
+    }
+
+    fn node_at(&self, path: &[&str]) -> Option<&Node> {
+        let mut node = &self.root;
+        for segment in path {
+            while let Some(items) = node.items.as_deref() {
+                node = items;
+            }
+            node = node.child(segment)?;
+        }
+        Some(node)
+    }
+}
+
+fn has_rules(node: &Node) -> bool {
+    !node.rules.is_empty()
+        || node.properties.values().any(has_rules)
+        || node.additional_properties.as_deref().is_some_and(has_rules)
+        || node.items.as_deref().is_some_and(has_rules)
+}
+
+fn cel_walk(
+    ctx: &kube_cel::cel::Context<'_>,
+    node: &Node,
+    path: &str,
+    value: &Value,
+    old: Option<&Value>,
+    errors: &mut Vec<FieldError>,
+) {
+    if value.is_null() {
+        return;
+    }
+    cel::evaluate_rules(ctx, node, path, value, old, errors);
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let old_child = old_property(old, key);
+                if let Some(prop) = node.properties.get(key) {
+                    let child_path = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    cel_walk(ctx, prop, &child_path, child, old_child, errors);
+                } else if let Some(values) = node.additional_properties.as_deref() {
+                    cel_walk(
+                        ctx,
+                        values,
+                        &format!("{path}[{key}]"),
+                        child,
+                        old_child,
+                        errors,
+                    );
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_node) = node.items.as_deref() {
+                for (i, item) in items.iter().enumerate() {
+                    let old_child = old_item(node, old, item);
+                    cel_walk(
+                        ctx,
+                        item_node,
+                        &format!("{path}[{i}]"),
+                        item,
+                        old_child,
+                        errors,
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,196 @@
+//! Pruning of unknown fields (apiextensions-apiserver `schema/pruning/algorithm.go`, the
+//! ObjectMeta coercion of `schema/objectmeta` and `PruneNonNullableNullsWithoutDefaults`).
+//! Paths of removed fields use apimachinery's form: `spec.foo`, `spec.items[0].bar`,
+//! `metadata.foo`; they are sorted, metadata first, like the real server's unknown-field list.
+
+use serde_json::{Map, Value};
+
+use super::parse::Node;
+
+/// The fields of `metav1.ObjectMeta`; anything else under an (embedded) resource's
+/// `metadata` is dropped.
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+const META_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
+
+fn join_key(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// Prunes a whole resource (the root counts as an embedded resource) and returns the paths
+/// of removed unknown fields.
+pub(crate) fn prune_resource(object: &mut Value, root: &Node) -> Vec<String> {
+    let mut meta_unknown = Vec::new();
+    if let Some(meta) = object.get_mut("metadata") {
+        prune_object_meta(meta, "metadata", &mut meta_unknown);
+    }
+    let mut unknown = Vec::new();
+    prune(object, Some(root), "", true, &mut unknown);
+    unknown.sort();
+    prune_nulls(object, Some(root));
+    meta_unknown.extend(unknown);
+    meta_unknown
+}
+
+fn prune_object_meta(meta: &mut Value, path: &str, unknown: &mut Vec<String>) {
+    let Value::Object(map) = meta else { return };
+    let mut removed: Vec<String> = map
+        .keys()
+        .filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    removed.sort();
+    for key in removed {
+        map.remove(&key);
+        unknown.push(format!("{path}.{key}"));
+    }
+}
+
+fn prune(
+    value: &mut Value,
+    node: Option<&Node>,
+    path: &str,
+    embedded_root: bool,
+    unknown: &mut Vec<String>,
+) {
+    if let Some(n) = node
+        && n.preserve_unknown_fields
+    {
+        skip_prune(value, n, path, unknown);
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            let Some(node) = node else {
+                let keys: Vec<String> = map.keys().cloned().collect();
+                for key in keys {
+                    unknown.push(join_key(path, &key));
+                }
+                map.clear();
+                return;
+            };
+            let embedded = embedded_root || node.embedded_resource;
+            if node.embedded_resource
+                && !path.is_empty()
+                && let Some(meta) = map.get_mut("metadata")
+            {
+                prune_object_meta(meta, &join_key(path, "metadata"), unknown);
+            }
+            prune_map(map, node, path, embedded, unknown, false);
+        }
+        Value::Array(items) => {
+            let item_node = node.and_then(|n| n.items.as_deref());
+            for (i, item) in items.iter_mut().enumerate() {
+                prune(item, item_node, &format!("{path}[{i}]"), false, unknown);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn prune_map(
+    map: &mut Map<String, Value>,
+    node: &Node,
+    path: &str,
+    embedded: bool,
+    unknown: &mut Vec<String>,
+    preserve: bool,
+) {
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
+        if embedded && META_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        let child_path = join_key(path, &key);
+        if let Some(prop) = node.properties.get(&key) {
+            if let Some(v) = map.get_mut(&key) {
+                prune(v, Some(prop), &child_path, false, unknown);
+            }
+        } else if node.is_map() {
+            if let Some(v) = map.get_mut(&key) {
+                prune(
+                    v,
+                    node.additional_properties.as_deref(),
+                    &child_path,
+                    false,
+                    unknown,
+                );
+            }
+        } else if !preserve {
+            map.remove(&key);
+            unknown.push(child_path);
+        }
+    }
+}
+
+/// Under `x-kubernetes-preserve-unknown-fields`: unknown keys stay, known ones are pruned.
+fn skip_prune(value: &mut Value, node: &Node, path: &str, unknown: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            let embedded = node.embedded_resource;
+            if embedded
+                && !path.is_empty()
+                && let Some(meta) = map.get_mut("metadata")
+            {
+                prune_object_meta(meta, &join_key(path, "metadata"), unknown);
+            }
+            prune_map(map, node, path, embedded, unknown, true);
+        }
+        Value::Array(items) => {
+            let Some(item_node) = node.items.as_deref() else {
+                return;
+            };
+            for (i, item) in items.iter_mut().enumerate() {
+                skip_prune(item, item_node, &format!("{path}[{i}]"), unknown);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Drops `null`s of non-nullable fields that have no default (the real server does so right
+/// after pruning, so a `null` never reaches validation as a type error).
+fn prune_nulls(value: &mut Value, node: Option<&Node>) {
+    match value {
+        Value::Object(map) => {
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for key in keys {
+                let child = node.and_then(|n| n.child(&key));
+                let drop = child.is_some_and(|c| !c.nullable && c.default.is_none())
+                    && map.get(&key).is_some_and(Value::is_null);
+                if drop {
+                    map.remove(&key);
+                } else if let Some(v) = map.get_mut(&key) {
+                    prune_nulls(v, child);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let item_node = node.and_then(|n| n.items.as_deref());
+            for item in items.iter_mut() {
+                prune_nulls(item, item_node);
+            }
+        }
+        _ => {}
+    }
+}
