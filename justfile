@@ -1,0 +1,34 @@
+# Developer recipes. CI does not need `just`: see .ci/run.
+
+# List the recipes.
+default:
+    @just --list
+
+# Render the CRDs of the api crate into deploy/crds.
+generate:
+    cargo run -p xtask -- generate
+
+# Run every test of the workspace.
+test:
+    cargo test --workspace
+
+# Format check and clippy with warnings as errors.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Run the manager against the embedded API server for development (arrives with the controllers).
+dev:
+    cargo run -p manager -- dev
+
+# Run the end-to-end demo: a Cluster with NodeClaims on the local market (arrives with the controllers).
+demo:
+    cargo run -p manager -- demo
+
+# Benchmarks of the reconcilers (arrive with the controllers).
+bench:
+    cargo bench --workspace
+
+# Everything CI checks.
+ci:
+    .ci/run
