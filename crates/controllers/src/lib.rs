@@ -10,8 +10,10 @@
 //! Every reconciler reads one shared cache ([`cache::SharedCaches`]) and never
 //! lists from the API server; each is a pure `decide` step and a thin `act` step.
 
+pub mod cache;
 pub mod clock;
 pub mod error;
 
+pub use cache::{Shared, SharedCaches};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
