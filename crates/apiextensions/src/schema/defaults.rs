@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::parse::Node;
+use crate::error::{BadValue, FieldError};
 
 fn is_non_nullable_null(value: &Value, node: &Node) -> bool {
     value.is_null() && !node.nullable
@@ -48,4 +49,52 @@ pub(crate) fn apply(value: &mut Value, node: &Node) {
         }
         _ => {}
     }
+}
+
+/// Checks every `default` at CRD registration like the real server
+/// (`schema/defaulting/validation.go`): it must not have unknown fields and must validate
+/// against its own schema, CEL rules included. Defaults inside the root `metadata` are left
+/// to the ObjectMeta checks and not validated here.
+pub(crate) fn check(node: &Node, path: &str, inside_meta: bool, errors: &mut Vec<FieldError>) {
+    if let Some(default) = &node.default
+        && !inside_meta
+    {
+        let default_path = format!("{path}.default");
+        let mut pruned = default.clone();
+        super::prune::prune_value(&mut pruned, node);
+        if &pruned != default {
+            errors.push(FieldError::invalid(
+                &default_path,
+                BadValue::Json(default),
+                "must not have unknown fields",
+            ));
+        }
+        let mut found = Vec::new();
+        super::validate::validate_value(node, "", default, None, &mut found);
+        if found.is_empty() {
+            let ctx = super::cel::base_context();
+            super::cel::evaluate_rules(&ctx, node, "", default, Some(default), &mut found);
+        }
+        for mut error in found {
+            error.field = match error.field.as_str() {
+                "<nil>" | "" => default_path.clone(),
+                f if f.starts_with('[') => format!("{default_path}{f}"),
+                f => format!("{default_path}.{f}"),
+            };
+            errors.push(error);
+        }
+    }
+    if let Some(items) = node.items.as_deref() {
+        check(items, &format!("{path}.items"), inside_meta, errors);
+    }
+    for (key, prop) in &node.properties {
+        let meta = inside_meta
+            || (path_is_resource(node)
+                && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"));
+        check(prop, &format!("{path}.properties[{key}]"), meta, errors);
+    }
+}
+
+fn path_is_resource(node: &Node) -> bool {
+    node.embedded_resource
 }

@@ -1,6 +1,7 @@
 //! [`StructuralSchema`]: a CRD version's schema and what the server does with it.
 
 mod cel;
+mod cel_functions;
 mod correlate;
 mod defaults;
 mod formats;
@@ -60,6 +61,18 @@ impl StructuralSchema {
     pub fn from_value_at(schema: &Value, path: &str) -> Result<Self, SchemaError> {
         let mut errors = Vec::new();
         let root = parse::parse(schema, path, Position::Root, &mut errors);
+        if errors.is_empty() {
+            // the root is a resource: defaults under its metadata/apiVersion/kind are ObjectMeta's
+            for (key, prop) in &root.properties {
+                let meta = matches!(key.as_str(), "metadata" | "apiVersion" | "kind");
+                defaults::check(
+                    prop,
+                    &format!("{path}.properties[{key}]"),
+                    meta,
+                    &mut errors,
+                );
+            }
+        }
         if !errors.is_empty() {
             return Err(SchemaError::Invalid(errors));
         }

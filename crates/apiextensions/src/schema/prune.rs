@@ -52,6 +52,13 @@ pub(crate) fn prune_resource(object: &mut Value, root: &Node) -> Vec<String> {
     meta_unknown
 }
 
+/// Prunes a value against a sub-schema (for checking `default`s at CRD registration).
+pub(crate) fn prune_value(value: &mut Value, node: &Node) -> Vec<String> {
+    let mut unknown = Vec::new();
+    prune(value, Some(node), "", node.embedded_resource, &mut unknown);
+    unknown
+}
+
 fn prune_object_meta(meta: &mut Value, path: &str, unknown: &mut Vec<String>) {
     let Value::Object(map) = meta else { return };
     let mut removed: Vec<String> = map

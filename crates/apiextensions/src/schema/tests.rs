@@ -447,3 +447,40 @@ fn schema_is_shareable_between_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<StructuralSchema>();
 }
+
+#[test]
+fn invalid_defaults_reject_the_crd() {
+    let err = StructuralSchema::from_value(&json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {
+            "cpus": {"type": "integer", "minimum": 1, "default": 0},
+            "resources": {"type": "object", "properties": {"a": {"type": "string"}}, "default": {"b": "x"}}
+        }}}}))
+    .unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        [
+            "openAPIV3Schema.properties[spec].properties[cpus].default: Invalid value: 0:  in body should be greater than or equal to 1",
+            "openAPIV3Schema.properties[spec].properties[resources].default: Invalid value: {\"b\":\"x\"}: must not have unknown fields",
+        ]
+    );
+    assert!(StructuralSchema::from_value(&json!({"type": "object", "properties": {"spec": {
+        "type": "object", "default": {}, "properties": {"a": {"type": "string", "default": "x"}}}}}))
+    .is_ok());
+}
+
+#[test]
+fn cel_sees_date_time_as_timestamp() {
+    let s = schema(
+        json!({"type": "object", "properties": {"since": {"type": "string", "format": "date-time",
+        "x-kubernetes-validations": [{"rule": "self < timestamp('2030-01-01T00:00:00Z')", "message": "too late"}]}}}),
+    );
+    assert!(
+        s.validate(&json!({"since": "2024-01-01T00:00:00Z"}), None)
+            .is_empty()
+    );
+    assert_eq!(
+        messages(&s.validate(&json!({"since": "2031-01-01T00:00:00Z"}), None)),
+        ["since: Invalid value: \"2031-01-01T00:00:00Z\": too late"]
+    );
+}

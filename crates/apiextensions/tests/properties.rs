@@ -1,0 +1,128 @@
+//! Properties of pruning, defaulting and validation that must hold for any object.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use apiextensions::StructuralSchema;
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+fn schema() -> StructuralSchema {
+    StructuralSchema::from_value(&json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["resources"],
+                "properties": {
+                    "resources": {"type": "object", "properties": {
+                        "cpus": {"type": "integer", "minimum": 1, "maximum": 64, "default": 2},
+                        "memory": {"type": "string", "pattern": "^[0-9]+Gi$"}}},
+                    "mode": {"type": "string", "enum": ["Auto", "Manual"], "default": "Auto"},
+                    "contracts": {"type": "array", "maxItems": 3,
+                        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                        "items": {"type": "object", "required": ["name"], "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "weight": {"type": "integer", "default": 1}}}},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "deep": {"type": "object", "properties": {"x": {"type": "string", "default": "d"}}}
+                },
+                "x-kubernetes-validations": [{"rule": "self.mode == 'Auto' || has(self.resources.memory)",
+                    "message": "manual mode needs memory"}]
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (-5i64..100).prop_map(Value::from),
+        "[a-z]{0,6}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("spec".to_string()),
+                    Just("resources".to_string()),
+                    Just("cpus".to_string()),
+                    Just("contracts".to_string()),
+                    Just("name".to_string()),
+                    Just("raw".to_string()),
+                    "[a-z]{1,4}"
+                ],
+                inner,
+                0..5
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+fn valid_spec() -> impl Strategy<Value = Value> {
+    (
+        prop::option::of(1i64..=64),
+        prop::option::of((1u32..512).prop_map(|g| format!("{g}Gi"))),
+        prop::collection::btree_set("[a-z]{1,5}", 0..=3),
+        prop::option::of(prop::collection::btree_map("[a-z]{1,5}", "[a-z]{0,5}", 0..3)),
+        "[a-z]{1,5}",
+    )
+        .prop_map(|(cpus, memory, names, labels, junk)| {
+            let mut resources = Map::new();
+            if let Some(c) = cpus {
+                resources.insert("cpus".into(), json!(c));
+            }
+            let manual = memory.is_some();
+            if let Some(m) = memory {
+                resources.insert("memory".into(), json!(m));
+            }
+            let contracts: Vec<Value> = names.into_iter().map(|n| json!({"name": n, "junk": 1})).collect();
+            let mut spec = json!({"resources": resources, "contracts": contracts, "raw": {"kept": [1, {"a": null}]}});
+            if manual {
+                spec["mode"] = json!("Manual");
+            }
+            if let Some(l) = labels {
+                spec["labels"] = json!(l);
+            }
+            spec[format!("unknown{junk}")] = json!(true);
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"}, "spec": spec})
+        })
+}
+
+proptest! {
+    #[test]
+    fn prune_is_idempotent(mut object in any_json()) {
+        let s = schema();
+        s.prune(&mut object);
+        let once = object.clone();
+        let again = s.prune(&mut object);
+        prop_assert!(again.is_empty(), "second prune removed {again:?}");
+        prop_assert_eq!(object, once);
+    }
+
+    #[test]
+    fn defaults_are_idempotent(mut object in any_json()) {
+        let s = schema();
+        s.apply_defaults(&mut object);
+        let once = object.clone();
+        s.apply_defaults(&mut object);
+        prop_assert_eq!(object, once);
+    }
+
+    #[test]
+    fn valid_objects_stay_valid_after_prune_and_defaults(mut object in valid_spec()) {
+        let s = schema();
+        let removed = s.prune(&mut object);
+        prop_assert!(removed.iter().any(|p| p.starts_with("spec.unknown")));
+        s.apply_defaults(&mut object);
+        prop_assert!(object["spec"].get("deep").is_none(), "defaults created an absent parent");
+        let errors = s.validate(&object, None);
+        prop_assert!(errors.is_empty(), "{errors:?} for {object}");
+        // an update that changes nothing is valid too
+        prop_assert!(s.validate(&object, Some(&object)).is_empty());
+        prop_assert_eq!(&object["spec"]["raw"], &json!({"kept": [1, {"a": null}]}));
+    }
+}
