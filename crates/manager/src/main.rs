@@ -1,1 +1,7 @@
-fn main() {}
+//! The `manager` binary: parses the command line and hands over to [`manager::cli`].
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    manager::cli::main()
+}

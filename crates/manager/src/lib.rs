@@ -1,0 +1,8 @@
+//! The socialweb.computer node controller manager.
+//!
+//! One binary runs the three reconcilers (NodeClaim, Infra, Requester) on one
+//! shared cache. `run` talks to a real cluster; `dev` and `demo` start the
+//! embedded API server and the local market on this machine.
+
+pub mod cli;
+pub mod telemetry;
