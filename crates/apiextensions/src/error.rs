@@ -79,6 +79,47 @@ impl std::fmt::Display for FieldError {
     }
 }
 
+impl FieldError {
+    /// apimachinery's aggregate of a list of errors (`ErrorList.ToAggregate().Error()`): one
+    /// error as is, several as `[a, b]`, identical texts once.
+    #[must_use]
+    pub fn aggregate(errors: &[FieldError]) -> String {
+        let mut seen: Vec<String> = Vec::new();
+        for text in errors.iter().map(ToString::to_string) {
+            if !seen.contains(&text) {
+                seen.push(text);
+            }
+        }
+        match seen.len() {
+            0 => String::new(),
+            1 => seen.remove(0),
+            _ => format!("[{}]", seen.join(", ")),
+        }
+    }
+
+    /// The `message` of a 422 `Invalid` Status for these errors, as `errors.NewInvalid`
+    /// writes it: `NodeClaim.socialweb.computer "n1" is invalid: spec.x: Required value`
+    /// (the kind alone when the group is empty).
+    #[must_use]
+    pub fn invalid_status_message(
+        kind: &str,
+        group: &str,
+        name: &str,
+        errors: &[FieldError],
+    ) -> String {
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        format!(
+            "{qualified} {} is invalid: {}",
+            go_quote(name),
+            Self::aggregate(errors)
+        )
+    }
+}
+
 /// The bad value of a field error, as apimachinery prints it.
 #[derive(Debug, Clone)]
 pub(crate) enum BadValue<'a> {
@@ -294,6 +335,20 @@ mod tests {
         assert_eq!(
             FieldError::invalid("x", BadValue::Omit, "msg").message,
             "Invalid value: msg"
+        );
+    }
+
+    #[test]
+    fn status_message_aggregates_like_apimachinery() {
+        let a = FieldError::required("spec.a", "");
+        let b = FieldError::forbidden("spec.b", "no");
+        assert_eq!(
+            FieldError::invalid_status_message("Thing", "x.io", "n1", &[a.clone(), a.clone()]),
+            "Thing.x.io \"n1\" is invalid: spec.a: Required value"
+        );
+        assert_eq!(
+            FieldError::invalid_status_message("Thing", "", "n1", &[a, b]),
+            "Thing \"n1\" is invalid: [spec.a: Required value, spec.b: Forbidden: no]"
         );
     }
 

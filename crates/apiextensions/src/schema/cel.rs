@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube_cel::KubeCelExt;
+use kube_cel::cel::common::ast::{EntryExpr, Expr};
 use kube_cel::cel::objects::{Key, Map, OptionalValue};
 use kube_cel::cel::{Context, Program, Value as CelValue};
 use serde_json::Value;
@@ -134,17 +135,120 @@ impl CompiledRule {
 
 fn compile_program(text: &str) -> Result<Program, String> {
     let program = Program::compile(text).map_err(|e| e.to_string().trim().to_string())?;
-    let references = program.references();
-    let mut unknown: Vec<&str> = references
-        .functions()
-        .into_iter()
-        .filter(|f| !is_operator(f) && !KNOWN_FUNCTIONS.contains(f))
-        .collect();
-    unknown.sort_unstable();
+    let mut unknown = Vec::new();
+    free_variables(&program.expression().expr, &mut Vec::new(), &mut unknown);
     if let Some(name) = unknown.first() {
         return Err(format!("undeclared reference to '{name}'"));
     }
     Ok(program)
+}
+
+/// Variables a CRD rule may use (`apiVersion`/`apiGroup`/`kind` at the root only in newer
+/// servers; accepted everywhere here).
+const VARIABLES: &[&str] = &["self", "oldSelf", "apiVersion", "apiGroup", "kind"];
+
+/// Identifiers that name types (`type(x) == int`) or function namespaces (`math.least`).
+const TYPE_AND_NAMESPACE_IDENTS: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "math",
+    "sets",
+    "strings",
+    "base64",
+    "lists",
+    "optional",
+    "format",
+    "jsonpatch",
+    "ip",
+    "cel",
+];
+
+/// Collects identifiers that are neither declared variables nor bound by a comprehension,
+/// and functions no library provides (cel-go's checker reports both as undeclared
+/// references). Namespaced functions (`math.least`) parse as calls on an identifier.
+fn free_variables(expr: &Expr, bound: &mut Vec<String>, free: &mut Vec<String>) {
+    match expr {
+        Expr::Ident(name) => {
+            let known = VARIABLES.contains(&name.as_str())
+                || TYPE_AND_NAMESPACE_IDENTS.contains(&name.as_str())
+                || bound.iter().any(|b| b == name);
+            if !known && !free.contains(name) {
+                free.push(name.clone());
+            }
+        }
+        Expr::Call(call) => {
+            let namespaced = match call.target.as_deref().map(|t| &t.expr) {
+                Some(Expr::Ident(ns))
+                    if !bound.contains(ns) && !VARIABLES.contains(&ns.as_str()) =>
+                {
+                    Some(format!("{ns}.{}", call.func_name))
+                }
+                _ => None,
+            };
+            let known = is_operator(&call.func_name)
+                || namespaced
+                    .as_deref()
+                    .is_some_and(|n| KNOWN_FUNCTIONS.contains(&n))
+                || KNOWN_FUNCTIONS.contains(&call.func_name.as_str());
+            if !known {
+                let name = namespaced.unwrap_or_else(|| call.func_name.clone());
+                if !free.contains(&name) {
+                    free.push(name);
+                }
+            }
+            if let Some(target) = &call.target {
+                free_variables(&target.expr, bound, free);
+            }
+            for arg in &call.args {
+                free_variables(&arg.expr, bound, free);
+            }
+        }
+        Expr::Comprehension(c) => {
+            free_variables(&c.iter_range.expr, bound, free);
+            free_variables(&c.accu_init.expr, bound, free);
+            let before = bound.len();
+            bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.clone());
+            bound.push(c.accu_var.clone());
+            for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                free_variables(&e.expr, bound, free);
+            }
+            bound.truncate(before);
+        }
+        Expr::List(list) => {
+            for e in &list.elements {
+                free_variables(&e.expr, bound, free);
+            }
+        }
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .for_each(|e| entry_variables(&e.expr, bound, free)),
+        Expr::Struct(st) => st
+            .entries
+            .iter()
+            .for_each(|e| entry_variables(&e.expr, bound, free)),
+        Expr::Select(select) => free_variables(&select.operand.expr, bound, free),
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn entry_variables(entry: &EntryExpr, bound: &mut Vec<String>, free: &mut Vec<String>) {
+    match entry {
+        EntryExpr::MapEntry(e) => {
+            free_variables(&e.key.expr, bound, free);
+            free_variables(&e.value.expr, bound, free);
+        }
+        EntryExpr::StructField(f) => free_variables(&f.value.expr, bound, free),
+    }
 }
 
 /// Operators appear as functions named like `_==_`, `!_`, `@in`, `_[_]`.
@@ -446,5 +550,15 @@ mod tests {
         let err = compile_program("self.frobnicate()").unwrap_err();
         assert!(err.contains("frobnicate"), "{err}");
         assert!(compile_program("self ==").is_err());
+        assert!(compile_program("foo == 1").is_err());
+        assert!(
+            compile_program(
+                "self.items.exists(i, i == self.x) && [1, 2].map(v, v * 2).size() == 2"
+            )
+            .is_ok()
+        );
+        assert!(compile_program("math.greatest([1, 2]) == 2 && sets.contains([1], [1])").is_ok());
+        assert!(compile_program("type(self) == int || optional.none().hasValue()").is_ok());
+        assert!(compile_program("self.all(k, self[k] > 0) && {'a': 1}.all(k, k == 'a')").is_ok());
     }
 }

@@ -10,6 +10,8 @@ mod parse;
 mod prune;
 mod validate;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::error::{BadValue, FieldError, FieldErrorKind, SchemaError};
@@ -27,10 +29,11 @@ pub enum ListType {
     Map(Vec<String>),
 }
 
-/// A CRD version's structural schema, parsed once when the CRD is registered.
-#[derive(Debug)]
+/// A CRD version's structural schema, parsed once when the CRD is registered. Cloning is
+/// cheap (the parsed tree is shared) and the schema is `Send + Sync`.
+#[derive(Debug, Clone)]
 pub struct StructuralSchema {
-    root: Node,
+    root: Arc<Node>,
     has_rules: bool,
 }
 
@@ -77,7 +80,10 @@ impl StructuralSchema {
             return Err(SchemaError::Invalid(errors));
         }
         let has_rules = has_rules(&root);
-        Ok(Self { root, has_rules })
+        Ok(Self {
+            root: Arc::new(root),
+            has_rules,
+        })
     }
 
     /// The schema as written (for OpenAPI publication).
@@ -176,7 +182,7 @@ impl StructuralSchema {
     }
 
     fn node_at(&self, path: &[&str]) -> Option<&Node> {
-        let mut node = &self.root;
+        let mut node: &Node = &self.root;
         for segment in path {
             while let Some(items) = node.items.as_deref() {
                 node = items;
