@@ -204,36 +204,56 @@ impl FieldError {
 
     /// `field.TooLong(path, _, max)`.
     pub(crate) fn too_long(field: &str, max: i64) -> Self {
-        let unit = if max == 1 { "byte" } else { "bytes" };
         Self::with_value(
             field,
             FieldErrorKind::TooLong,
             BadValue::Omit,
-            &format!("may not be more than {max} {unit}"),
+            &format!("may not be more than {max} bytes"),
         )
     }
 
     /// `field.TooMany(path, actual, max)`.
     pub(crate) fn too_many(field: &str, actual: i64, max: i64) -> Self {
-        let unit = if max == 1 { "item" } else { "items" };
         Self::with_value(
             field,
             FieldErrorKind::TooMany,
             BadValue::Int(actual),
-            &format!("must have at most {max} {unit}"),
+            &format!("must have at most {max} items"),
         )
     }
 }
 
-/// Renders a JSON value the way apimachinery prints a bad value: strings quoted (`%q`),
-/// numbers and booleans bare (`%v`), `null`, and arrays/objects as JSON.
+/// Renders a JSON value the way apimachinery 1.32 prints a bad value: strings quoted
+/// (`%q`), numbers and booleans bare (`%v`), `null` as the string `"null"`, and arrays and
+/// objects with Go's `%#v` (`map[string]interface {}{"name":"a"}`).
 pub(crate) fn render_value(value: &Value) -> String {
     match value {
         Value::String(s) => go_quote(s),
         Value::Number(n) => go_number(n),
         Value::Bool(b) => b.to_string(),
-        Value::Null => "null".to_string(),
-        Value::Array(_) | Value::Object(_) => value.to_string(),
+        Value::Null => go_quote("null"),
+        Value::Array(_) | Value::Object(_) => go_sharp_v(value),
+    }
+}
+
+/// Go's `%#v` of a decoded JSON value.
+fn go_sharp_v(value: &Value) -> String {
+    match value {
+        Value::Null => "interface {}(nil)".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_number(n),
+        Value::String(s) => go_quote(s),
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(go_sharp_v).collect();
+            format!("[]interface {{}}{{{}}}", parts.join(", "))
+        }
+        Value::Object(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}:{}", go_quote(k), go_sharp_v(v)))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", parts.join(", "))
+        }
     }
 }
 
@@ -326,7 +346,7 @@ mod tests {
         );
         assert_eq!(
             FieldError::too_many("spec.a", 3, 1).message,
-            "Too many: 3: must have at most 1 item"
+            "Too many: 3: must have at most 1 items"
         );
         assert_eq!(
             FieldError::invalid("spec.a", BadValue::Json(&json!(0)), "d").to_string(),

@@ -72,7 +72,7 @@ fn node_claim_cluster_name_is_immutable() {
         .collect();
     assert_eq!(
         errors,
-        ["spec.clusterName: Invalid value: \"b\": clusterName is immutable"]
+        ["spec.clusterName: Invalid value: \"string\": clusterName is immutable"]
     );
 }
 
@@ -97,6 +97,8 @@ fn requester_market_rule_compiles_and_passes_with_one_market() {
         .collect();
     assert_eq!(
         errors,
-        ["spec.market.local.bidders[1]: Duplicate value: {\"did\":\"did:web:a\"}"]
+        [
+            "spec.market.local.bidders[1]: Duplicate value: map[string]interface {}{\"did\":\"did:web:a\"}"
+        ]
     );
 }

@@ -321,10 +321,8 @@ pub(crate) fn evaluate_rules(
     let mut scope = ctx.new_inner_scope();
     scope.add_variable_from_value("self", to_cel(value, Some(node)));
     let old_cel = old.map(|o| to_cel(o, Some(node)));
-    let type_name = node
-        .ty
-        .as_deref()
-        .unwrap_or(if node.int_or_string { "" } else { "object" });
+    // Kubernetes 1.32 reports the schema type (`"object"`, `"string"`) as the bad value.
+    let type_name = node.ty.as_deref().unwrap_or("");
     for rule in &node.rules {
         if rule.uses_old_self && old.is_none() && !rule.optional_old_self {
             continue;
@@ -365,11 +363,7 @@ pub(crate) fn evaluate_rules(
                         Some(m) if !m.trim().is_empty() => m.trim().to_string(),
                         _ => format!("failed rule: {}", rule.rule.trim()),
                     });
-                let bad = if matches!(node.ty.as_deref(), Some("object" | "array")) {
-                    BadValue::Omit
-                } else {
-                    BadValue::Json(value)
-                };
+                let bad = BadValue::Str(type_name);
                 errors.push(match rule.reason.as_deref() {
                     Some("FieldValueForbidden") => FieldError::forbidden(&field, &detail),
                     Some("FieldValueRequired") => FieldError::required(&field, &detail),

@@ -164,7 +164,7 @@ fn max_items_and_map_values_and_duplicates() {
         [
             "spec.contracts: Too many: 3: must have at most 2 items",
             "spec.labels.k: Too long: may not be more than 3 bytes",
-            "spec.contracts[2]: Duplicate value: {\"name\":\"a\"}",
+            "spec.contracts[2]: Duplicate value: map[string]interface {}{\"name\":\"a\"}",
             "spec.tags[2]: Duplicate value: \"x\"",
         ]
     );
@@ -331,7 +331,7 @@ fn cel_rule_on_object() {
     );
     assert_eq!(
         messages(&s.validate(&json!({"spec": {"local": {}, "other": {}}}), None)),
-        ["spec: Invalid value: at most one market may be set"]
+        ["spec: Invalid value: \"object\": at most one market may be set"]
     );
 }
 
@@ -346,7 +346,7 @@ fn cel_transition_rule_runs_on_update_only() {
     );
     assert_eq!(
         messages(&s.validate(&new, Some(&old))),
-        ["spec.nodeName: Invalid value: \"b\": nodeName is immutable"]
+        ["spec.nodeName: Invalid value: \"string\": nodeName is immutable"]
     );
     assert!(s.validate(&old, Some(&old)).is_empty());
     // setting it for the first time on update: no old value at that path
@@ -375,7 +375,7 @@ fn cel_skipped_after_blocking_errors() {
         messages(&errors),
         [
             "spec.count: Invalid value: \"string\": spec.count in body must be of type integer: \"string\"",
-            "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
         ]
     );
 }
@@ -424,10 +424,10 @@ fn cel_common_functions_work() {
     assert_eq!(
         messages(&errors),
         [
-            "spec: Invalid value: failed rule: size(self.items) <= 2",
-            "spec: Invalid value: failed rule: self.name.startsWith('n') && self.name.matches('^[a-z]+$')",
-            "spec: Invalid value: failed rule: self.items.all(i, i > 0)",
-            "spec: Invalid value: failed rule: !has(self.extra) || self.extra.size() > 0",
+            "spec: Invalid value: \"object\": failed rule: size(self.items) <= 2",
+            "spec: Invalid value: \"object\": failed rule: self.name.startsWith('n') && self.name.matches('^[a-z]+$')",
+            "spec: Invalid value: \"object\": failed rule: self.items.all(i, i > 0)",
+            "spec: Invalid value: \"object\": failed rule: !has(self.extra) || self.extra.size() > 0",
         ]
     );
 }
@@ -461,7 +461,7 @@ fn invalid_defaults_reject_the_crd() {
         messages(err.field_errors()),
         [
             "openAPIV3Schema.properties[spec].properties[cpus].default: Invalid value: 0:  in body should be greater than or equal to 1",
-            "openAPIV3Schema.properties[spec].properties[resources].default: Invalid value: {\"b\":\"x\"}: must not have unknown fields",
+            "openAPIV3Schema.properties[spec].properties[resources].default: Invalid value: map[string]interface {}{\"b\":\"x\"}: must not have unknown fields",
         ]
     );
     assert!(StructuralSchema::from_value(&json!({"type": "object", "properties": {"spec": {
@@ -481,6 +481,6 @@ fn cel_sees_date_time_as_timestamp() {
     );
     assert_eq!(
         messages(&s.validate(&json!({"since": "2031-01-01T00:00:00Z"}), None)),
-        ["since: Invalid value: \"2031-01-01T00:00:00Z\": too late"]
+        ["since: Invalid value: \"string\": too late"]
     );
 }
