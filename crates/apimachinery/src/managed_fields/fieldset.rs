@@ -1,0 +1,265 @@
+//! Sets of field paths and their FieldsV1 encoding (sigs.k8s.io/structured-merge-diff
+//! `fieldpath`).
+//!
+//! A path is a list of encoded path elements, exactly as FieldsV1 spells them:
+//! `f:<field>`, `k:<json object of the list-map keys>`, `v:<json value>` (set member),
+//! `i:<index>`. Keeping the encoded form makes sets cheap to order and compare and makes
+//! FieldsV1 a direct rendering.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use serde_json::{Map, Value};
+
+/// One encoded path element, e.g. `f:spec` or `k:{"name":"a"}`.
+pub type Element = String;
+/// A path from the object root.
+pub type FieldPath = Vec<Element>;
+
+/// `f:<name>`
+#[must_use]
+pub fn field(name: &str) -> Element {
+    format!("f:{name}")
+}
+
+/// `v:<json>`
+#[must_use]
+pub fn set_value(value: &Value) -> Element {
+    format!("v:{}", canonical_json(value))
+}
+
+/// `k:{...}` from the key fields of a list-map element, keys sorted as Go's encoder does.
+#[must_use]
+pub fn map_key(keys: &[(&str, &Value)]) -> Element {
+    let mut sorted: Vec<&(&str, &Value)> = keys.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    let mut text = String::from("k:{");
+    for (index, (name, value)) in sorted.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        text.push_str(&Value::String((*name).to_owned()).to_string());
+        text.push(':');
+        text.push_str(&canonical_json(value));
+    }
+    text.push('}');
+    text
+}
+
+/// `i:<index>`, for list elements that have no key.
+#[must_use]
+pub fn index(position: usize) -> Element {
+    format!("i:{position}")
+}
+
+/// JSON with object keys sorted whatever serde_json's map ordering feature says.
+fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(members) => {
+            let mut keys: Vec<&String> = members.keys().collect();
+            keys.sort();
+            let mut text = String::from("{");
+            for (position, key) in keys.iter().enumerate() {
+                if position > 0 {
+                    text.push(',');
+                }
+                text.push_str(&Value::String((*key).clone()).to_string());
+                text.push(':');
+                text.push_str(&canonical_json(&members[*key]));
+            }
+            text.push('}');
+            text
+        }
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", parts.join(","))
+        }
+        scalar => scalar.to_string(),
+    }
+}
+
+/// A path in the real server's human form: `.spec.contracts[name="a"].port`,
+/// `.metadata.finalizers[="x"]`.
+#[must_use]
+pub fn display_path(path: &[Element]) -> String {
+    let mut text = String::new();
+    for element in path {
+        if let Some(name) = element.strip_prefix("f:") {
+            text.push('.');
+            text.push_str(name);
+        } else if let Some(keys) = element.strip_prefix("k:") {
+            let parsed: Option<Map<String, Value>> = serde_json::from_str(keys).ok();
+            match parsed {
+                Some(members) => {
+                    let mut names: Vec<&String> = members.keys().collect();
+                    names.sort();
+                    let parts: Vec<String> = names
+                        .iter()
+                        .map(|name| format!("{name}={}", canonical_json(&members[*name])))
+                        .collect();
+                    let _ = write!(text, "[{}]", parts.join(","));
+                }
+                None => {
+                    let _ = write!(text, "[{keys}]");
+                }
+            }
+        } else if let Some(value) = element.strip_prefix("v:") {
+            let _ = write!(text, "[={value}]");
+        } else if let Some(position) = element.strip_prefix("i:") {
+            let _ = write!(text, "[{position}]");
+        } else {
+            text.push_str(element);
+        }
+    }
+    text
+}
+
+/// A set of field paths. A path in the set owns that node; ancestors are implied
+/// containers, not members, unless inserted themselves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    paths: BTreeSet<FieldPath>,
+}
+
+impl FieldSet {
+    /// The empty set.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a path (the root path is never a member).
+    pub fn insert(&mut self, path: FieldPath) {
+        if !path.is_empty() {
+            self.paths.insert(path);
+        }
+    }
+
+    /// Whether the path itself is a member.
+    #[must_use]
+    pub fn contains(&self, path: &[Element]) -> bool {
+        self.paths.contains(path)
+    }
+
+    /// Whether some member lies strictly below `path`.
+    #[must_use]
+    pub fn has_descendant(&self, path: &[Element]) -> bool {
+        self.paths
+            .range(path.to_vec()..)
+            .find(|member| member.as_slice() != path)
+            .is_some_and(|member| member.starts_with(path))
+    }
+
+    /// No member at all.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// Number of member paths.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// The member paths, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &FieldPath> {
+        self.paths.iter()
+    }
+
+    /// Members of either.
+    #[must_use]
+    pub fn union(&self, other: &Self) -> Self {
+        Self {
+            paths: self.paths.union(&other.paths).cloned().collect(),
+        }
+    }
+
+    /// Members of `self` not in `other`.
+    #[must_use]
+    pub fn difference(&self, other: &Self) -> Self {
+        Self {
+            paths: self.paths.difference(&other.paths).cloned().collect(),
+        }
+    }
+
+    /// Members of both.
+    #[must_use]
+    pub fn intersection(&self, other: &Self) -> Self {
+        Self {
+            paths: self.paths.intersection(&other.paths).cloned().collect(),
+        }
+    }
+
+    /// The FieldsV1 rendering: one nested object per element, `{}` for a member
+    /// without members below it, `".": {}` for a member with members below it.
+    #[must_use]
+    pub fn to_fields_v1(&self) -> Value {
+        let mut root = Node::default();
+        for path in &self.paths {
+            let mut node = &mut root;
+            for element in path {
+                node = node.children.entry(element.clone()).or_default();
+            }
+            node.member = true;
+        }
+        root.render()
+    }
+
+    /// Reads FieldsV1. Anything that is not an object of objects is ignored rather than
+    /// failing, like a lenient decoder: the server validates what clients send elsewhere.
+    #[must_use]
+    pub fn from_fields_v1(fields: &Value) -> Self {
+        let mut set = Self::new();
+        let mut path = Vec::new();
+        collect(fields, &mut path, &mut set);
+        set
+    }
+}
+
+/// A FieldsV1 node under construction.
+#[derive(Default)]
+struct Node {
+    member: bool,
+    children: std::collections::BTreeMap<Element, Node>,
+}
+
+impl Node {
+    fn render(&self) -> Value {
+        let mut rendered = Map::new();
+        if self.member && !self.children.is_empty() {
+            rendered.insert(".".to_owned(), Value::Object(Map::new()));
+        }
+        for (element, child) in &self.children {
+            rendered.insert(element.clone(), child.render());
+        }
+        Value::Object(rendered)
+    }
+}
+
+fn collect(node: &Value, path: &mut FieldPath, set: &mut FieldSet) {
+    let Value::Object(children) = node else {
+        return;
+    };
+    if children.is_empty() || children.contains_key(".") {
+        set.insert(path.clone());
+    }
+    for (element, child) in children {
+        if element == "." {
+            continue;
+        }
+        path.push(element.clone());
+        collect(child, path, set);
+        path.pop();
+    }
+}
+
+impl FromIterator<FieldPath> for FieldSet {
+    fn from_iter<T: IntoIterator<Item = FieldPath>>(iter: T) -> Self {
+        let mut set = Self::new();
+        for path in iter {
+            set.insert(path);
+        }
+        set
+    }
+}

@@ -1,0 +1,75 @@
+//! Ownership for Update-type writes (`Updater.Update` plus the apiserver's
+//! `managedFieldsUpdater`).
+
+use serde_json::{Map, Value};
+
+use super::SchemaTypes;
+use super::entries::{self, ManagedEntry, UPDATE};
+use super::walk::{self, Schema};
+
+/// Records an Update-type write (create, replace, merge patch, JSON patch) in `new`'s
+/// `metadata.managedFields`: the fields that differ between `old` (`None` on create) and
+/// `new` become owned by `manager` (one Update entry per manager, apiVersion and
+/// subresource, its time set to `now`) and are taken from every other manager; fields
+/// the write removed are dropped from everyone.
+///
+/// Like the real server, managedFields the client sent win over the stored ones when
+/// they are a non-empty list and the write is not to a subresource: clients may edit
+/// them, and `[{}]` strips them all. An absent or empty list keeps the stored ones, so
+/// clients unaware of the field cannot wipe it.
+pub fn update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: Option<&str>,
+    types: &dyn SchemaTypes,
+    now: &str,
+) {
+    let schema = Schema::new(types);
+    let sent = new
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .filter(|list| !list.is_empty() && subresource.is_none())
+        .map(|list| list.iter().map(ManagedEntry::from_json).collect::<Vec<_>>());
+    let mut managers = match sent {
+        Some(sent) => sent,
+        None => old.map(entries::decode).unwrap_or_default(),
+    };
+    let old_object = old.map_or_else(
+        || Value::Object(Map::new()),
+        entries::without_managed_fields,
+    );
+    let new_object = entries::without_managed_fields(new);
+
+    let comparison = walk::compare(&old_object, &new_object, &schema);
+    let changed = comparison.added.union(&comparison.modified);
+    for entry in &mut managers {
+        entry.fields = entry
+            .fields
+            .difference(&changed)
+            .difference(&comparison.removed);
+    }
+    if !changed.is_empty() {
+        let own = ManagedEntry {
+            manager: manager.to_owned(),
+            operation: UPDATE.to_owned(),
+            api_version: new
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            subresource: subresource.unwrap_or_default().to_owned(),
+            time: Some(now.to_owned()),
+            fields: changed,
+        };
+        match managers.iter_mut().find(|entry| entry.same_identity(&own)) {
+            Some(entry) => {
+                entry.fields = entry.fields.union(&own.fields);
+                entry.time = own.time;
+            }
+            None => managers.push(own),
+        }
+    }
+    *new = new_object;
+    entries::encode(new, managers);
+}
