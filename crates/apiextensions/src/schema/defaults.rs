@@ -72,8 +72,9 @@ pub(crate) fn check(node: &Node, path: &str, inside_meta: bool, errors: &mut Vec
         let mut found = Vec::new();
         super::validate::validate_value(node, "", default, None, &mut found);
         if found.is_empty() {
-            let ctx = super::cel::base_context();
-            super::cel::evaluate_rules(&ctx, node, "", default, Some(default), &mut found);
+            super::cel::with_context(|ctx| {
+                super::cel::evaluate_rules(ctx, node, "", default, Some(default), &mut found);
+            });
         }
         for mut error in found {
             error.field = match error.field.as_str() {

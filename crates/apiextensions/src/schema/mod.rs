@@ -4,6 +4,7 @@ mod cel;
 mod cel_functions;
 mod correlate;
 mod defaults;
+mod embedded;
 mod formats;
 mod listtype;
 mod parse;
@@ -125,6 +126,13 @@ impl StructuralSchema {
         let mut errors = Vec::new();
         validate::validate_value(&self.root, "", object, old, &mut errors);
         if let Value::Object(map) = object {
+            for (key, child) in map {
+                if let Some(prop) = self.root.properties.get(key) {
+                    embedded::validate(prop, key, child, &mut errors);
+                }
+            }
+        }
+        if let Value::Object(map) = object {
             let old_lists_ok = match old.and_then(Value::as_object) {
                 None => true,
                 Some(old_map) => {
@@ -145,8 +153,7 @@ impl StructuralSchema {
                     "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
                 ));
             } else {
-                let ctx = cel::base_context();
-                cel_walk(&ctx, &self.root, "", object, old, &mut errors);
+                cel::with_context(|ctx| cel_walk(ctx, &self.root, "", object, old, &mut errors));
             }
         }
         errors

@@ -83,7 +83,7 @@ fn prune(
     if let Some(n) = node
         && n.preserve_unknown_fields
     {
-        skip_prune(value, n, path, unknown);
+        skip_prune(value, n, path, embedded_root, unknown);
         return;
     }
     match value {
@@ -151,10 +151,16 @@ fn prune_map(
 }
 
 /// Under `x-kubernetes-preserve-unknown-fields`: unknown keys stay, known ones are pruned.
-fn skip_prune(value: &mut Value, node: &Node, path: &str, unknown: &mut Vec<String>) {
+fn skip_prune(
+    value: &mut Value,
+    node: &Node,
+    path: &str,
+    embedded_root: bool,
+    unknown: &mut Vec<String>,
+) {
     match value {
         Value::Object(map) => {
-            let embedded = node.embedded_resource;
+            let embedded = embedded_root || node.embedded_resource;
             if embedded
                 && !path.is_empty()
                 && let Some(meta) = map.get_mut("metadata")
@@ -168,7 +174,7 @@ fn skip_prune(value: &mut Value, node: &Node, path: &str, unknown: &mut Vec<Stri
                 return;
             };
             for (i, item) in items.iter_mut().enumerate() {
-                skip_prune(item, item_node, &format!("{path}[{i}]"), unknown);
+                skip_prune(item, item_node, &format!("{path}[{i}]"), false, unknown);
             }
         }
         _ => {}

@@ -484,3 +484,38 @@ fn cel_sees_date_time_as_timestamp() {
         ["since: Invalid value: \"string\": too late"]
     );
 }
+
+#[test]
+fn preserve_unknown_root_keeps_metadata_whole() {
+    let s = schema(
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {
+        "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}}},
+        "spec": {"type": "object", "properties": {"a": {"type": "string"}}}}}),
+    );
+    let mut o = json!({"metadata": {"name": "n", "labels": {"x": "y"}}, "spec": {"a": "1", "b": 2}, "extra": 1});
+    assert_eq!(s.prune(&mut o), ["spec.b"]);
+    assert_eq!(
+        o,
+        json!({"metadata": {"name": "n", "labels": {"x": "y"}}, "spec": {"a": "1"}, "extra": 1})
+    );
+}
+
+#[test]
+fn embedded_resources_need_type_meta() {
+    let s = schema(json!({"type": "object", "properties": {"template": {
+        "type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true}}}));
+    assert!(
+        s.validate(
+            &json!({"template": {"apiVersion": "v1", "kind": "Pod"}}),
+            None
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        messages(&s.validate(&json!({"template": {"kind": ""}}), None)),
+        [
+            "template.apiVersion: Required value",
+            "template.kind: Invalid value: \"\": must not be empty"
+        ]
+    );
+}
