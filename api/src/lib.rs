@@ -24,6 +24,7 @@ pub use compute_contract::*;
 pub use condition::*;
 pub use infra::*;
 pub use mapping::*;
+pub use names::*;
 pub use nodeclaim::*;
 pub use requester::*;
 
