@@ -484,6 +484,32 @@ proptest! {
     }
 
     #[test]
+    fn nobody_owns_a_field_the_object_lacks(
+        steps in proptest::collection::vec((spec(), 0..3usize, any::<bool>()), 1..6),
+    ) {
+        let mut live: Option<Value> = None;
+        for (step, (spec, who, by_apply)) in steps.into_iter().enumerate() {
+            let manager = ["a", "b", "c"][who];
+            let now = format!("2026-01-01T00:00:{step:02}Z");
+            let next = if by_apply {
+                apply_as(live.as_ref(), &object(spec), manager, true, &now).unwrap()
+            } else {
+                let mut new = live.clone().unwrap_or_else(|| object(json!({})));
+                new["spec"] = spec;
+                let mut written = new;
+                update(live.as_ref(), &mut written, manager, None, &TestSchema, &now);
+                written
+            };
+            for entry in decode(&next) {
+                for path in entry.fields.iter() {
+                    prop_assert!(walk::path_exists(&next, path), "{} owns missing {:?} in {}", entry.manager, path, next);
+                }
+            }
+            live = Some(next);
+        }
+    }
+
+    #[test]
     fn fields_v1_round_trips(paths in proptest::collection::vec(proptest::collection::vec(prop_oneof![Just("f:a".to_owned()), Just("f:b".to_owned()), Just("k:{\"name\":\"x\"}".to_owned()), Just("v:1".to_owned())], 1..4), 0..6)) {
         let set: FieldSet = paths.into_iter().collect();
         prop_assert_eq!(FieldSet::from_fields_v1(&set.to_fields_v1()), set);

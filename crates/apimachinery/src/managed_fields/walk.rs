@@ -502,3 +502,28 @@ fn remove_path(value: &mut Value, path: &[Element]) {
         _ => {}
     }
 }
+
+/// Whether the node a path names exists in the value (tests check that nobody owns
+/// fields the object does not have).
+#[cfg(test)]
+pub(crate) fn path_exists(value: &Value, path: &[Element]) -> bool {
+    let mut current = value;
+    for element in path {
+        let next = match current {
+            Value::Object(members) => element
+                .strip_prefix("f:")
+                .and_then(|name| members.get(name)),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .find(|(position, item)| matches_element(item, *position, element))
+                .map(|(_, item)| item),
+            _ => None,
+        };
+        match next {
+            Some(next) => current = next,
+            None => return false,
+        }
+    }
+    true
+}

@@ -50,11 +50,17 @@ pub fn json_patch(target: &mut Value, ops: &Value) -> Result<(), PatchError> {
     };
     let mut document = target.clone();
     for (index, operation) in operations.iter().enumerate() {
-        let Value::Object(operation) = operation else {
-            return Err(PatchError::Malformed(format!(
-                "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
-                json_type(operation)
-            )));
+        // Go decodes a `null` operation into an empty map, which then has no kind.
+        let empty = Map::new();
+        let operation = match operation {
+            Value::Object(operation) => operation,
+            Value::Null => &empty,
+            other => {
+                return Err(PatchError::Malformed(format!(
+                    "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
+                    json_type(other)
+                )));
+            }
         };
         let op = operation
             .get("op")

@@ -237,6 +237,8 @@ fn malformed_patches() {
     let error = patched(json!({}), json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();
     assert_eq!(error.to_string(), "Unexpected kind: frobnicate");
     assert!(!error.is_bad_request());
+    let error = patched(json!({}), json!([null])).unwrap_err();
+    assert_eq!(error.to_string(), "Unexpected kind: unknown");
     let error = patched(json!({}), json!([{"op": "add", "value": 1}])).unwrap_err();
     assert!(error.to_string().contains("missing path"));
 }
