@@ -5,4 +5,6 @@
 //! embedded API server and the local market on this machine.
 
 pub mod cli;
+pub mod demo;
 pub mod telemetry;
+pub mod tree;
