@@ -131,6 +131,8 @@ pub(crate) enum BadValue<'a> {
     Str(&'a str),
     /// A Go integer.
     Int(i64),
+    /// Already in Go syntax (e.g. `[]string{"name"}`).
+    Raw(&'a str),
 }
 
 impl FieldError {
@@ -148,6 +150,10 @@ impl FieldError {
             }
             BadValue::Int(i) => {
                 message.push_str(&format!(": {i}"));
+            }
+            BadValue::Raw(raw) => {
+                message.push_str(": ");
+                message.push_str(raw);
             }
         }
         if !detail.is_empty() {

@@ -22,6 +22,8 @@ use crate::error::{BadValue, FieldError};
 /// A compiled `x-kubernetes-validations` entry.
 #[derive(Debug)]
 pub(crate) struct CompiledRule {
+    /// The rule's index in `x-kubernetes-validations`.
+    pub index: usize,
     pub rule: String,
     pub message: Option<String>,
     pub message_expression: Option<Program>,
@@ -35,7 +37,12 @@ pub(crate) struct CompiledRule {
 
 impl CompiledRule {
     /// Compiles one rule; compile errors are reported at `path` like the real CRD validation.
-    pub fn compile(rule: &Value, path: &str, errors: &mut Vec<FieldError>) -> Option<Self> {
+    pub fn compile(
+        rule: &Value,
+        index: usize,
+        path: &str,
+        errors: &mut Vec<FieldError>,
+    ) -> Option<Self> {
         let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
         if text.trim().is_empty() {
             errors.push(FieldError::required(
@@ -121,6 +128,7 @@ impl CompiledRule {
             .and_then(Value::as_str)
             .map(normalize_field_path);
         Some(Self {
+            index,
             rule: text.to_string(),
             message,
             message_expression,

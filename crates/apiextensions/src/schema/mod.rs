@@ -5,6 +5,7 @@ mod cel_functions;
 mod correlate;
 mod defaults;
 mod embedded;
+mod extensions;
 mod formats;
 mod listtype;
 mod parse;
@@ -65,6 +66,9 @@ impl StructuralSchema {
     pub fn from_value_at(schema: &Value, path: &str) -> Result<Self, SchemaError> {
         let mut errors = Vec::new();
         let root = parse::parse(schema, path, Position::Root, &mut errors);
+        if errors.is_empty() {
+            extensions::check_old_self(&root, path, None, &mut errors);
+        }
         if errors.is_empty() {
             // the root is a resource: defaults under its metadata/apiVersion/kind are ObjectMeta's
             for (key, prop) in &root.properties {

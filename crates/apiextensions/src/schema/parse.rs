@@ -249,7 +249,7 @@ pub(crate) fn parse(
     {
         for (i, rule) in rules.iter().enumerate() {
             let rule_path = format!("{path}.x-kubernetes-validations[{i}]");
-            if let Some(compiled) = CompiledRule::compile(rule, &rule_path, errors) {
+            if let Some(compiled) = CompiledRule::compile(rule, i, &rule_path, errors) {
                 node.rules.push(compiled);
             }
         }
@@ -435,104 +435,5 @@ fn check_structural(
             "additionalProperties and properties are mutual exclusive",
         ));
     }
-    check_list_type(node, path, errors);
-}
-
-fn check_list_type(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
-    let Some(list_type) = node.list_type.as_deref() else {
-        if !node.list_map_keys.is_empty() {
-            errors.push(FieldError::forbidden(
-                &format!("{path}.x-kubernetes-list-map-keys"),
-                "must not be set if x-kubernetes-list-type is not map",
-            ));
-        }
-        return;
-    };
-    let list_type_path = format!("{path}.x-kubernetes-list-type");
-    if !matches!(list_type, "atomic" | "set" | "map") {
-        errors.push(FieldError::not_supported(
-            &list_type_path,
-            &Value::String(list_type.to_string()),
-            &["atomic", "set", "map"].map(String::from),
-        ));
-        return;
-    }
-    if node.ty.as_deref() != Some("array") {
-        errors.push(FieldError::invalid(
-            &list_type_path,
-            BadValue::Str(list_type),
-            "must only be used for type 'array'",
-        ));
-        return;
-    }
-    let Some(items) = node.items.as_deref() else {
-        return;
-    };
-    match list_type {
-        "map" => {
-            if node.list_map_keys.is_empty() {
-                errors.push(FieldError::required(
-                    &format!("{path}.x-kubernetes-list-map-keys"),
-                    "must not be empty if x-kubernetes-list-type is map",
-                ));
-            }
-            if items.ty.as_deref() != Some("object") {
-                errors.push(FieldError::invalid(
-                    &format!("{path}.items.type"),
-                    BadValue::Str(items.ty.as_deref().unwrap_or("")),
-                    "must be object when x-kubernetes-list-type is map",
-                ));
-            }
-            for key in &node.list_map_keys {
-                match items.properties.get(key) {
-                    None => errors.push(FieldError::required(
-                        &format!("{path}.items.properties[{key}]"),
-                        "entries for all x-kubernetes-list-map-keys must be specified",
-                    )),
-                    Some(prop) => {
-                        if !matches!(
-                            prop.ty.as_deref(),
-                            Some("string" | "integer" | "number" | "boolean")
-                        ) && !prop.int_or_string
-                        {
-                            errors.push(FieldError::invalid(
-                                &format!("{path}.items.properties[{key}].type"),
-                                BadValue::Str(prop.ty.as_deref().unwrap_or("")),
-                                "must be a scalar type if parent array's x-kubernetes-list-type is map",
-                            ));
-                        }
-                        if !items.required.contains(key) && prop.default.is_none() {
-                            errors.push(FieldError::required(
-                                &format!("{path}.items.required"),
-                                &format!("all map keys must be required or have a default value: {key:?} is neither"),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        "set" => {
-            let scalar = matches!(
-                items.ty.as_deref(),
-                Some("string" | "integer" | "number" | "boolean")
-            ) || items.int_or_string;
-            if !scalar && items.ty.is_some() {
-                // Object or array items of a set must be atomic (x-kubernetes-map-type: atomic).
-                let atomic = items
-                    .raw
-                    .get("x-kubernetes-map-type")
-                    .and_then(Value::as_str)
-                    == Some("atomic")
-                    || items.list_type.as_deref() == Some("atomic");
-                if !atomic {
-                    errors.push(FieldError::invalid(
-                        &format!("{path}.items.x-kubernetes-map-type"),
-                        BadValue::Json(&Value::Null),
-                        "must be atomic as item of a list with x-kubernetes-list-type=set",
-                    ));
-                }
-            }
-        }
-        _ => {}
-    }
+    super::extensions::check(node, map, path, errors);
 }

@@ -519,3 +519,35 @@ fn embedded_resources_need_type_meta() {
         ]
     );
 }
+
+#[test]
+fn list_extension_errors_match_crd_validation() {
+    let err = StructuralSchema::from_value(&json!({"type": "object", "properties": {
+        "a": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "missing"],
+            "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        "b": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "object", "properties": {}}},
+        "c": {"type": "string", "x-kubernetes-list-type": "atomic"},
+        "d": {"type": "array", "items": {"type": "string",
+            "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}
+    }}))
+    .unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        [
+            "openAPIV3Schema.properties[a].x-kubernetes-list-map-keys: Invalid value: []string{\"name\", \"missing\"}: entries must all be names of item properties",
+            "openAPIV3Schema.properties[a].items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+            "openAPIV3Schema.properties[b].items.x-kubernetes-map-type: Invalid value: \"null\": must be atomic as item of a list with x-kubernetes-list-type=set",
+            "openAPIV3Schema.properties[c].type: Invalid value: \"string\": must be array if x-kubernetes-list-type is specified",
+        ]
+    );
+    let err = StructuralSchema::from_value(&json!({"type": "object", "properties": {
+        "d": {"type": "array", "items": {"type": "string",
+            "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}}))
+    .unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        [
+            "openAPIV3Schema.properties[d].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within openAPIV3Schema.properties[d]"
+        ]
+    );
+}

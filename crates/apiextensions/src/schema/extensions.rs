@@ -1,0 +1,262 @@
+//! CRD registration checks of the `x-kubernetes-*` list and map extensions
+//! (apiextensions `validation.go`: `ValidateCustomResourceDefinitionOpenAPISchema` and
+//! `validateMapListKeysMapSet`), with the real server's paths and messages.
+
+use serde_json::{Map, Value};
+
+use super::parse::Node;
+use crate::error::{BadValue, FieldError, go_quote};
+
+/// Checks one node's extensions; `raw` is the node as written.
+pub(crate) fn check(
+    node: &Node,
+    raw: &Map<String, Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let ty = node.ty.as_deref().unwrap_or("");
+    if raw.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
+        errors.push(FieldError::invalid(
+            &format!("{path}.x-kubernetes-preserve-unknown-fields"),
+            BadValue::Json(&Value::Bool(false)),
+            "must be true or undefined",
+        ));
+    }
+    if let Some(map_type) = raw.get("x-kubernetes-map-type").and_then(Value::as_str) {
+        type_must_be(ty, "object", "x-kubernetes-map-type", path, errors);
+        if !matches!(map_type, "atomic" | "granular") {
+            errors.push(FieldError::not_supported(
+                &format!("{path}.x-kubernetes-map-type"),
+                &Value::String(map_type.to_string()),
+                &["atomic", "granular"].map(String::from),
+            ));
+        }
+    }
+    let list_type = node.list_type.as_deref();
+    if list_type.is_some() && ty != "array" {
+        type_must_be(ty, "array", "x-kubernetes-list-type", path, errors);
+    } else if list_type == Some("set")
+        && let Some(items) = node.items.as_deref()
+    {
+        check_set_items(items, path, errors);
+    }
+    if let Some(lt) = list_type
+        && !matches!(lt, "atomic" | "set" | "map")
+    {
+        errors.push(FieldError::not_supported(
+            &format!("{path}.x-kubernetes-list-type"),
+            &Value::String(lt.to_string()),
+            &["atomic", "set", "map"].map(String::from),
+        ));
+    }
+    if !node.list_map_keys.is_empty() {
+        let detail = "must be map if x-kubernetes-list-map-keys is non-empty";
+        match list_type {
+            None => errors.push(FieldError::required(
+                &format!("{path}.x-kubernetes-list-type"),
+                detail,
+            )),
+            Some("map") => {}
+            Some(other) => {
+                errors.push(FieldError::invalid(
+                    &format!("{path}.x-kubernetes-list-type"),
+                    BadValue::Str(other),
+                    detail,
+                ));
+            }
+        }
+    }
+    if list_type == Some("map") {
+        check_map_list(node, path, errors);
+    }
+    if let (Some(lt @ ("set" | "map")), Some(items)) = (list_type, node.items.as_deref()) {
+        check_map_set_keys(node, items, lt, path, errors);
+    }
+}
+
+fn type_must_be(ty: &str, wanted: &str, extension: &str, path: &str, errors: &mut Vec<FieldError>) {
+    if ty == wanted {
+        return;
+    }
+    let detail = format!("must be {wanted} if {extension} is specified");
+    let field = format!("{path}.type");
+    if ty.is_empty() {
+        errors.push(FieldError::required(&field, &detail));
+    } else {
+        errors.push(FieldError::invalid(&field, BadValue::Str(ty), &detail));
+    }
+}
+
+/// Items of a set must be scalars, atomic lists or atomic maps.
+fn check_set_items(items: &Node, path: &str, errors: &mut Vec<FieldError>) {
+    let detail = "must be atomic as item of a list with x-kubernetes-list-type=set";
+    match items.ty.as_deref() {
+        Some("array") => {
+            if let Some(lt) = items.list_type.as_deref()
+                && lt != "atomic"
+            {
+                errors.push(FieldError::invalid(
+                    &format!("{path}.items.x-kubernetes-list-type"),
+                    BadValue::Str(lt),
+                    detail,
+                ));
+            }
+        }
+        // the real server passes the item's (nil) list type as the bad value
+        Some("object")
+            if items
+                .raw
+                .get("x-kubernetes-map-type")
+                .and_then(Value::as_str)
+                != Some("atomic") =>
+        {
+            errors.push(FieldError::invalid(
+                &format!("{path}.items.x-kubernetes-map-type"),
+                BadValue::Json(&Value::Null),
+                detail,
+            ));
+        }
+        _ => {}
+    }
+}
+
+fn check_map_list(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
+    let keys_path = format!("{path}.x-kubernetes-list-map-keys");
+    if node.list_map_keys.is_empty() {
+        errors.push(FieldError::required(
+            &keys_path,
+            "must not be empty if x-kubernetes-list-type is map",
+        ));
+    }
+    let Some(items) = node.items.as_deref() else {
+        errors.push(FieldError::required(
+            &format!("{path}.items"),
+            "must have a schema if x-kubernetes-list-type is map",
+        ));
+        return;
+    };
+    let item_type = items.ty.as_deref().unwrap_or("");
+    if item_type != "object" {
+        errors.push(FieldError::invalid(
+            &format!("{path}.items.type"),
+            BadValue::Str(item_type),
+            "must be object if parent array's x-kubernetes-list-type is map",
+        ));
+        return;
+    }
+    let keys_go = format!(
+        "[]string{{{}}}",
+        node.list_map_keys
+            .iter()
+            .map(|k| go_quote(k))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut seen: Vec<&str> = Vec::new();
+    for key in &node.list_map_keys {
+        match items.properties.get(key) {
+            Some(prop) => {
+                if matches!(prop.ty.as_deref(), Some("array" | "object")) {
+                    errors.push(FieldError::invalid(
+                        &format!("{path}.items.properties[{key}].type"),
+                        BadValue::Str("object"),
+                        "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                    ));
+                }
+            }
+            None => errors.push(FieldError::invalid(
+                &keys_path,
+                BadValue::Raw(&keys_go),
+                "entries must all be names of item properties",
+            )),
+        }
+        if seen.contains(&key.as_str()) {
+            errors.push(FieldError::invalid(
+                &keys_path,
+                BadValue::Raw(&keys_go),
+                "must not contain duplicate entries",
+            ));
+        }
+        seen.push(key);
+    }
+}
+
+/// `validateMapListKeysMapSet`: set/map items are not nullable; map keys are required or
+/// defaulted and not nullable.
+fn check_map_set_keys(
+    node: &Node,
+    items: &Node,
+    list_type: &str,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if items.nullable {
+        errors.push(FieldError::forbidden(
+            &format!("{path}.items.nullable"),
+            &format!("cannot be nullable when x-kubernetes-list-type is {list_type}"),
+        ));
+    }
+    if list_type != "map" {
+        return;
+    }
+    for key in &node.list_map_keys {
+        let Some(prop) = items.properties.get(key) else {
+            continue;
+        };
+        if !items.required.contains(key) && prop.default.is_none() {
+            errors.push(FieldError::required(
+                &format!("{path}.items.properties[{key}].default"),
+                "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+            ));
+        }
+        if prop.nullable {
+            errors.push(FieldError::forbidden(
+                &format!("{path}.items.properties[{key}].nullable"),
+                "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+            ));
+        }
+    }
+}
+
+/// Transition rules (`oldSelf`) are refused below items of lists that are not list-type map:
+/// their elements cannot be correlated with the old object.
+pub(crate) fn check_old_self(
+    node: &Node,
+    path: &str,
+    uncorrelatable: Option<&str>,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(list_path) = uncorrelatable {
+        for rule in node.rules.iter().filter(|r| r.uses_old_self) {
+            errors.push(FieldError::invalid(
+                &format!("{path}.x-kubernetes-validations[{}].rule", rule.index),
+                BadValue::Str(&rule.rule),
+                &format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {list_path}"),
+            ));
+        }
+    }
+    for (key, prop) in &node.properties {
+        check_old_self(
+            prop,
+            &format!("{path}.properties[{key}]"),
+            uncorrelatable,
+            errors,
+        );
+    }
+    if let Some(values) = node.additional_properties.as_deref() {
+        check_old_self(
+            values,
+            &format!("{path}.additionalProperties"),
+            uncorrelatable,
+            errors,
+        );
+    }
+    if let Some(items) = node.items.as_deref() {
+        let within = match uncorrelatable {
+            Some(p) => Some(p),
+            None if node.list_type.as_deref() != Some("map") => Some(path),
+            None => None,
+        };
+        check_old_self(items, &format!("{path}.items"), within, errors);
+    }
+}
