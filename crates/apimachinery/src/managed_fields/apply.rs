@@ -42,7 +42,11 @@ pub fn apply(
             "apply configuration must be a JSON or YAML object".to_owned(),
         ));
     }
-    if config.pointer("/metadata/managedFields").is_some() {
+    // Go's check is `GetManagedFields() != nil`: `null` passes, `[]` does not.
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|fields| !fields.is_null())
+    {
         return Err(ApplyError::Invalid(
             "metadata.managedFields must be nil".to_owned(),
         ));

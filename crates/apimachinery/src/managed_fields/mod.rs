@@ -89,18 +89,31 @@ impl Conflict {
     pub fn cause_message(&self) -> String {
         format!("conflict with {}", self.described_manager)
     }
+
+    /// The Status cause the real server sends for this conflict:
+    /// `{"type": "FieldManagerConflict", "message": "conflict with \"a\"", "field": ".spec.x"}`.
+    #[must_use]
+    pub fn to_cause(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "FieldManagerConflict",
+            "message": self.cause_message(),
+            "field": self.field,
+        })
+    }
 }
 
 /// Why an apply was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
-    /// Fields other managers own would change: 409 `Conflict` with one
-    /// `FieldManagerConflict` cause per entry.
+    /// Fields other managers own would change: 409 `Conflict`, reason `Conflict`, this
+    /// error's text as the message and one [`Conflict::to_cause`] per entry in
+    /// `details.causes`.
     #[error("Apply failed with {} conflict{}: {}", .0.len(), if .0.len() == 1 { "" } else { "s" }, conflict_message(.0))]
     Conflicts(Vec<Conflict>),
-    /// The configuration cannot be applied (managedFields set, a list-map item without
-    /// its keys, duplicate keys): the real server answers 400 `BadRequest`... or 422 for
-    /// schema errors, which the server checks itself.
+    /// The configuration cannot be applied: not an object, `metadata.managedFields` set
+    /// (the real server answers 400 `BadRequest` "metadata.managedFields must be nil"),
+    /// a list-map item without its keys or two with the same keys (answer 400 too).
+    /// Schema violations are the server's own check (422 `Invalid`).
     #[error("{0}")]
     Invalid(String),
 }

@@ -337,6 +337,8 @@ fn invalid_configurations() {
         apply_as(None, &config, "a", false, T1).unwrap_err(),
         ApplyError::Invalid("metadata.managedFields must be nil".into())
     );
+    config["metadata"]["managedFields"] = Value::Null;
+    assert!(apply_as(None, &config, "a", false, T1).is_ok());
     let duplicate = object(json!({"contracts": [{"name": "a"}, {"name": "a"}]}));
     assert_eq!(
         apply_as(None, &duplicate, "a", false, T1)
