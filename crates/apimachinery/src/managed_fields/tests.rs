@@ -216,6 +216,13 @@ fn single_conflict_message() {
         error.to_string(),
         "Apply failed with 1 conflict: conflict with \"a\": .spec.replicas"
     );
+    let ApplyError::Conflicts(conflicts) = error else {
+        panic!()
+    };
+    assert_eq!(
+        conflicts[0].to_cause(),
+        json!({"type": "FieldManagerConflict", "message": "conflict with \"a\"", "field": ".spec.replicas"})
+    );
 }
 
 #[test]
