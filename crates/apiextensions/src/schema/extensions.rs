@@ -260,3 +260,70 @@ pub(crate) fn check_old_self(
         check_old_self(items, &format!("{path}.items"), within, errors);
     }
 }
+
+/// JSON-schema keywords CRDs do not support (`specStandardValidatorV3.validate`).
+pub(crate) fn check_unsupported_keywords(
+    raw: &Map<String, Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let present = |key: &str| match raw.get(key) {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Object(o)) => key == "additionalItems" || !o.is_empty(),
+        Some(_) => true,
+    };
+    for (key, detail) in [
+        ("id", "id is not supported"),
+        ("additionalItems", "additionalItems is not supported"),
+        ("patternProperties", "patternProperties is not supported"),
+        ("definitions", "definitions is not supported"),
+        ("dependencies", "dependencies is not supported"),
+        ("$ref", "$ref is not supported"),
+    ] {
+        if present(key) {
+            errors.push(FieldError::forbidden(&format!("{path}.{key}"), detail));
+        }
+    }
+    if raw.get("type").and_then(Value::as_str) == Some("null") {
+        errors.push(FieldError::forbidden(
+            &format!("{path}.type"),
+            "type cannot be set to null, use nullable as an alternative",
+        ));
+    }
+    if raw.get("items").is_some_and(Value::is_array) {
+        errors.push(FieldError::forbidden(
+            &format!("{path}.items"),
+            "items must be a schema object and not an array",
+        ));
+    }
+}
+
+/// Defaults are forbidden anywhere under the root's `metadata`, `apiVersion` and `kind`.
+pub(crate) fn check_top_level_meta_defaults(
+    node: &Node,
+    property: &str,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if node.default.is_some() {
+        errors.push(FieldError::forbidden(
+            &format!("{path}.default"),
+            &format!("must not be set in top-level {property}"),
+        ));
+    }
+    for (key, prop) in &node.properties {
+        check_top_level_meta_defaults(prop, property, &format!("{path}.properties[{key}]"), errors);
+    }
+    if let Some(items) = node.items.as_deref() {
+        check_top_level_meta_defaults(items, property, &format!("{path}.items"), errors);
+    }
+    if let Some(values) = node.additional_properties.as_deref() {
+        check_top_level_meta_defaults(
+            values,
+            property,
+            &format!("{path}.additionalProperties"),
+            errors,
+        );
+    }
+}

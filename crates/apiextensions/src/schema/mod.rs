@@ -68,6 +68,12 @@ impl StructuralSchema {
         let root = parse::parse(schema, path, Position::Root, &mut errors);
         if errors.is_empty() {
             extensions::check_old_self(&root, path, None, &mut errors);
+            for property in ["metadata", "apiVersion", "kind"] {
+                if let Some(node) = root.properties.get(property) {
+                    let at = format!("{path}.properties[{property}]");
+                    extensions::check_top_level_meta_defaults(node, property, &at, &mut errors);
+                }
+            }
         }
         if errors.is_empty() {
             // the root is a resource: defaults under its metadata/apiVersion/kind are ObjectMeta's

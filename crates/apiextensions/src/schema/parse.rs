@@ -295,6 +295,7 @@ fn check_structural(
     errors: &mut Vec<FieldError>,
 ) {
     let type_path = format!("{path}.type");
+    super::extensions::check_unsupported_keywords(map, path, errors);
     if position == Position::ValueValidation {
         for (key, what) in [
             ("type", "must be empty to be structural"),

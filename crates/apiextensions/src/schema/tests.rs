@@ -551,3 +551,33 @@ fn list_extension_errors_match_crd_validation() {
         ]
     );
 }
+
+#[test]
+fn unsupported_keywords_are_forbidden() {
+    let err = StructuralSchema::from_value(&json!({"type": "object", "properties": {
+        "a": {"type": "object", "$ref": "#/x"},
+        "b": {"type": "array", "items": [{"type": "string"}]},
+        "metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "x"}}}
+    }}))
+    .unwrap_err();
+    let texts = messages(err.field_errors());
+    assert!(
+        texts.contains(
+            &"openAPIV3Schema.properties[a].$ref: Forbidden: $ref is not supported".to_string()
+        ),
+        "{texts:?}"
+    );
+    assert!(
+        texts.contains(&"openAPIV3Schema.properties[b].items: Forbidden: items must be a schema object and not an array".to_string()),
+        "{texts:?}"
+    );
+    let err = StructuralSchema::from_value(&json!({"type": "object", "properties": {
+        "metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "x"}}}}}))
+    .unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        [
+            "openAPIV3Schema.properties[metadata].properties[name].default: Forbidden: must not be set in top-level metadata"
+        ]
+    );
+}
