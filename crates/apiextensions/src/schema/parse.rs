@@ -403,11 +403,20 @@ fn check_structural(
             let meta_path = format!("{path}.properties[metadata]");
             let restricts_other = meta.raw.as_object().is_some_and(|m| {
                 m.keys()
-                    .any(|k| !matches!(k.as_str(), "type" | "properties" | "description"))
+                    .any(|k| !matches!(k.as_str(), "type" | "properties" | "default"))
             }) || meta
                 .properties
                 .keys()
                 .any(|k| !ROOT_METADATA_SCHEMA_FIELDS.contains(&k.as_str()));
+            if let Some(ty) = meta.ty.as_deref()
+                && ty != "object"
+            {
+                errors.push(FieldError::invalid(
+                    &format!("{meta_path}.type"),
+                    BadValue::Str(ty),
+                    "must be object",
+                ));
+            }
             if restricts_other {
                 errors.push(FieldError::forbidden(
                     &meta_path,
