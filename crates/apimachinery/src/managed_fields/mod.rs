@@ -26,12 +26,14 @@
 mod apply;
 mod entries;
 pub mod fieldset;
+mod openapi;
 mod update;
 mod walk;
 
 pub use apply::apply;
 pub use entries::{APPLY, ManagedEntry, UPDATE, decode, encode, without_managed_fields};
 pub use fieldset::FieldSet;
+pub use openapi::OpenApiTypes;
 pub use update::update;
 
 /// How a list merges, as declared by the schema (`x-kubernetes-list-type` and
