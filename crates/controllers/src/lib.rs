@@ -13,6 +13,7 @@
 pub mod cache;
 pub mod clock;
 pub mod error;
+pub mod infra;
 
 pub use cache::{Shared, SharedCaches};
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -1,0 +1,488 @@
+//! The pure decision of the Infra controller: an Infra and the ComputeContracts
+//! labelled with its name in, an [`InfraPlan`] out. No I/O, no clock reads.
+//!
+//! # Expected flow
+//!
+//! Live Infra ([`decide_live`]): every entry of `spec.contracts` gets its
+//! ComputeContract `<infra>-<entry>` applied when missing or different
+//! (Staged -> Requested). A contract that matches no entry (the entry left, or
+//! its claim was recreated under a new entry name) is released, and deleted
+//! once its status says Released.
+//!
+//! Deleting Infra ([`decide_deleting`], the plan 0028 order): release every
+//! contract; wait until ALL are Released; delete them; wait until they are gone;
+//! then the plan is `finalized` and the finalizer may go.
+//!
+//! # Guarantees
+//!
+//! - A contract is in [`InfraPlan::delete`] only if its observed status.phase is
+//!   Released (and the delete carries its uid and resourceVersion as preconditions,
+//!   so it cannot hit a newer object).
+//! - A contract whose `spec.release` is true is never applied with `release: false`.
+//! - Stateless: the plan depends only on the observed objects, so a restart
+//!   re-derives it; once converged the plan is empty (no writes, invariant 8).
+//! - Events are only for transitions, judged against the Infra's recorded status.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, compute_contract_name};
+use api::{
+    ComputeContract, ComputeContractPhase, ComputeContractSpec, ContractState, ContractStatus,
+    Infra, InfraPhase, InfraStatus, compute_contract_spec_for, infra_declaration_hash,
+    set_condition,
+};
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
+
+use super::conditions::{self, is_ready, to_time};
+use super::events::{InfraEvent, ReleaseCause};
+
+/// How long to wait before looking again while contracts are in flight. Contract
+/// changes wake the controller anyway (it owns them); this only covers a missed event.
+pub const IN_FLIGHT_RESYNC: Duration = Duration::from_secs(300);
+
+/// A ComputeContract to delete, with the preconditions that pin the observed object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deletion {
+    /// Name of the ComputeContract.
+    pub name: String,
+    /// Its uid as observed (delete precondition).
+    pub uid: Option<String>,
+    /// Its resourceVersion as observed, when it was seen Released (delete precondition).
+    pub resource_version: Option<String>,
+}
+
+/// What one reconcile of an Infra writes.
+#[derive(Clone, Debug, Default)]
+pub struct InfraPlan {
+    /// ComputeContracts to server-side apply (create or update), full objects with
+    /// labels, the controller ownerReference and the spec from the api mapping.
+    pub apply: Vec<ComputeContract>,
+    /// ComputeContracts to server-side apply with `spec.release: true`: their
+    /// current spec with release set, same labels and ownerReference.
+    pub release: Vec<ComputeContract>,
+    /// Released ComputeContracts to delete.
+    pub delete: Vec<Deletion>,
+    /// The Infra's new status; `Some` only when it differs from the observed one.
+    pub status: Option<InfraStatus>,
+    /// Events to publish (transitions only).
+    pub events: Vec<InfraEvent>,
+    /// When to look again without a change (`None`: wait for a change).
+    pub requeue: Option<Duration>,
+    /// Deleting path only: every contract is gone; the release finalizer may be removed.
+    pub finalized: bool,
+}
+
+impl InfraPlan {
+    /// Whether the plan writes nothing (no object, no status, no event).
+    #[must_use]
+    pub fn writes_nothing(&self) -> bool {
+        self.apply.is_empty()
+            && self.release.is_empty()
+            && self.delete.is_empty()
+            && self.status.is_none()
+            && self.events.is_empty()
+    }
+}
+
+/// The plan for `infra`: [`decide_deleting`] once it has a deletionTimestamp,
+/// else [`decide_live`]. `contracts` are the ComputeContracts of its namespace
+/// labelled `infra.socialweb.computer/name=<infra>`.
+#[must_use]
+pub fn decide(infra: &Infra, contracts: &[Arc<ComputeContract>], now: DateTime<Utc>) -> InfraPlan {
+    if infra.metadata.deletion_timestamp.is_some() {
+        decide_deleting(infra, contracts, now)
+    } else {
+        decide_live(infra, contracts, now)
+    }
+}
+
+/// The plan of a live Infra: apply each entry's contract, release and then
+/// delete the contracts that match no entry.
+#[must_use]
+pub fn decide_live(
+    infra: &Infra,
+    contracts: &[Arc<ComputeContract>],
+    now: DateTime<Utc>,
+) -> InfraPlan {
+    let infra_name = infra.metadata.name.clone().unwrap_or_default();
+    let observed = by_name(contracts);
+    let old_rows = old_rows(infra);
+    let mut plan = InfraPlan::default();
+    let mut live_rows = Vec::new();
+    let mut matched = BTreeSet::new();
+
+    let mut entries: Vec<&str> = infra
+        .spec
+        .contracts
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    entries.sort_unstable();
+    entries.dedup();
+    for entry in entries {
+        let Some(spec) = compute_contract_spec_for(&infra.spec, entry) else {
+            continue;
+        };
+        let object_name = compute_contract_name(&infra_name, entry);
+        let old = old_rows.get(entry);
+        let row = match observed.get(object_name.as_str()) {
+            None => {
+                // Not observed: create it. An event only if the last status did not
+                // already record it as Staged (a stale cache re-applies quietly).
+                if old.is_none_or(|r| r.state != ContractState::Staged) {
+                    plan.events.push(InfraEvent::ContractCreated {
+                        contract: object_name.clone(),
+                    });
+                }
+                plan.apply
+                    .push(contract_object(infra, &object_name, entry, spec));
+                row(entry, &object_name, ContractState::Staged, None)
+            }
+            Some(existing) if existing.spec.release => {
+                // An earlier contract of the same entry is being released: never
+                // un-release it; finish it, and create the new one once it is gone.
+                matched.insert(object_name.clone());
+                release_or_delete(
+                    infra,
+                    existing,
+                    entry,
+                    old,
+                    ReleaseCause::EntryRemoved,
+                    &mut plan,
+                );
+                row(
+                    entry,
+                    &object_name,
+                    ContractState::Released,
+                    phase(existing),
+                )
+            }
+            Some(existing) => {
+                matched.insert(object_name.clone());
+                let desired = contract_object(infra, &object_name, entry, spec);
+                if !is_current(existing, &desired) {
+                    plan.apply.push(desired);
+                }
+                let phase = phase(existing);
+                if phase == Some(ComputeContractPhase::Failed)
+                    && old.is_none_or(|r| r.phase != Some(ComputeContractPhase::Failed))
+                {
+                    plan.events.push(InfraEvent::ContractFailed {
+                        contract: object_name.clone(),
+                    });
+                }
+                row(entry, &object_name, ContractState::Requested, phase)
+            }
+        };
+        live_rows.push(row);
+    }
+
+    let mut rows = live_rows.clone();
+    for (object_name, existing) in &observed {
+        if matched.contains(*object_name) {
+            continue;
+        }
+        let entry = entry_of(&infra_name, existing, object_name);
+        let old = old_rows.get(entry.as_str());
+        release_or_delete(
+            infra,
+            existing,
+            &entry,
+            old,
+            ReleaseCause::EntryRemoved,
+            &mut plan,
+        );
+        // A row per contract, keyed by entry name; a label that collides with a live
+        // entry falls back to the object name so the list-map key stays unique.
+        let key = if rows.iter().any(|r| r.name == entry) {
+            (*object_name).to_owned()
+        } else {
+            entry
+        };
+        rows.push(row(
+            &key,
+            object_name,
+            ContractState::Released,
+            phase(existing),
+        ));
+    }
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let live: Vec<&ContractStatus> = live_rows.iter().collect();
+    let infra_phase = if live
+        .iter()
+        .any(|r| r.phase == Some(ComputeContractPhase::Failed))
+    {
+        InfraPhase::Failed
+    } else if live.iter().all(|r| is_ready(r)) {
+        InfraPhase::Deployed
+    } else {
+        InfraPhase::Requesting
+    };
+    let old_phase = infra.status.as_ref().and_then(|s| s.phase);
+    if infra_phase == InfraPhase::Deployed
+        && old_phase != Some(InfraPhase::Deployed)
+        && !live.is_empty()
+    {
+        plan.events.push(InfraEvent::Deployed {
+            contracts: live.len(),
+        });
+    }
+    let ready_contracts = live.iter().filter(|r| is_ready(r)).count();
+    let ready = conditions::ready_live(&live, infra.metadata.generation, to_time(now));
+    let in_flight = rows.len() > live_rows.len()
+        || live_rows
+            .iter()
+            .any(|r| !is_ready(r) && r.phase != Some(ComputeContractPhase::Failed));
+    plan.requeue = in_flight.then_some(IN_FLIGHT_RESYNC);
+    plan.status = changed_status(infra, infra_phase, rows, ready_contracts, ready);
+    plan
+}
+
+/// The plan of an Infra being deleted (plan 0028 order): release every contract,
+/// delete nothing until ALL are Released, then delete them all, and report
+/// `finalized` once none is left.
+#[must_use]
+pub fn decide_deleting(
+    infra: &Infra,
+    contracts: &[Arc<ComputeContract>],
+    now: DateTime<Utc>,
+) -> InfraPlan {
+    let infra_name = infra.metadata.name.clone().unwrap_or_default();
+    let observed = by_name(contracts);
+    let old_rows = old_rows(infra);
+    let mut plan = InfraPlan::default();
+    let mut rows: Vec<ContractStatus> = Vec::new();
+
+    for (object_name, existing) in &observed {
+        let entry = entry_of(&infra_name, existing, object_name);
+        if !existing.spec.release {
+            let old = old_rows.get(entry.as_str());
+            if old.is_none_or(|r| r.state != ContractState::Released) {
+                plan.events.push(InfraEvent::ReleaseRequested {
+                    contract: (*object_name).to_owned(),
+                    cause: ReleaseCause::InfraDeleted,
+                });
+            }
+            plan.release
+                .push(released_object(infra, existing, object_name, &entry));
+        }
+        let key = if rows.iter().any(|r| r.name == entry) {
+            (*object_name).to_owned()
+        } else {
+            entry
+        };
+        rows.push(row(
+            &key,
+            object_name,
+            ContractState::Released,
+            phase(existing),
+        ));
+    }
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let all_released = observed
+        .values()
+        .all(|c| phase(c) == Some(ComputeContractPhase::Released));
+    if all_released {
+        for (object_name, existing) in &observed {
+            if existing.metadata.deletion_timestamp.is_none() {
+                plan.events.push(InfraEvent::ContractDeleted {
+                    contract: (*object_name).to_owned(),
+                });
+                plan.delete.push(deletion(existing, object_name));
+            }
+        }
+    }
+    plan.finalized = observed.is_empty();
+    if plan.finalized {
+        plan.events.push(InfraEvent::Finalized);
+    } else {
+        plan.requeue = Some(IN_FLIGHT_RESYNC);
+    }
+    let infra_phase = if all_released {
+        InfraPhase::Released
+    } else {
+        InfraPhase::Releasing
+    };
+    let ready = conditions::ready_deleting(&rows, infra.metadata.generation, to_time(now));
+    plan.status = changed_status(infra, infra_phase, rows, 0, ready);
+    plan
+}
+
+/// Releases `existing` if it is not yet released; deletes it once Released.
+fn release_or_delete(
+    infra: &Infra,
+    existing: &ComputeContract,
+    entry: &str,
+    old: Option<&&ContractStatus>,
+    cause: ReleaseCause,
+    plan: &mut InfraPlan,
+) {
+    let object_name = existing.metadata.name.clone().unwrap_or_default();
+    if !existing.spec.release {
+        if old.is_none_or(|r| r.state != ContractState::Released) {
+            plan.events.push(InfraEvent::ReleaseRequested {
+                contract: object_name.clone(),
+                cause,
+            });
+        }
+        plan.release
+            .push(released_object(infra, existing, &object_name, entry));
+    } else if phase(existing) == Some(ComputeContractPhase::Released)
+        && existing.metadata.deletion_timestamp.is_none()
+    {
+        plan.events.push(InfraEvent::ContractDeleted {
+            contract: object_name.clone(),
+        });
+        plan.delete.push(deletion(existing, &object_name));
+    }
+}
+
+/// The ComputeContract object the Infra controller applies: name, namespace,
+/// the two labels, the controller ownerReference (blockOwnerDeletion) and `spec`.
+#[must_use]
+pub fn contract_object(
+    infra: &Infra,
+    object_name: &str,
+    entry: &str,
+    spec: ComputeContractSpec,
+) -> ComputeContract {
+    let mut contract = ComputeContract::new(object_name, spec);
+    contract.metadata.namespace = infra.metadata.namespace.clone();
+    contract.metadata.labels = Some(BTreeMap::from([
+        (
+            INFRA_NAME_LABEL.to_owned(),
+            infra.metadata.name.clone().unwrap_or_default(),
+        ),
+        (CONTRACT_LABEL.to_owned(), entry.to_owned()),
+    ]));
+    contract.metadata.owner_references = owner_reference(infra).map(|o| vec![o]);
+    contract
+}
+
+fn released_object(
+    infra: &Infra,
+    existing: &ComputeContract,
+    object_name: &str,
+    entry: &str,
+) -> ComputeContract {
+    let spec = ComputeContractSpec {
+        release: true,
+        ..existing.spec.clone()
+    };
+    contract_object(infra, object_name, entry, spec)
+}
+
+/// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
+fn owner_reference(infra: &Infra) -> Option<OwnerReference> {
+    infra.controller_owner_ref(&()).map(|o| OwnerReference {
+        block_owner_deletion: Some(true),
+        ..o
+    })
+}
+
+/// Whether `existing` already carries everything `desired` applies.
+fn is_current(existing: &ComputeContract, desired: &ComputeContract) -> bool {
+    let labels_ok = desired
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| existing.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v));
+    let owners_ok = desired.metadata.owner_references.iter().flatten().all(|o| {
+        existing
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|e| e == o)
+    });
+    existing.spec == desired.spec && labels_ok && owners_ok
+}
+
+fn deletion(existing: &ComputeContract, object_name: &str) -> Deletion {
+    Deletion {
+        name: object_name.to_owned(),
+        uid: existing.metadata.uid.clone(),
+        resource_version: existing.metadata.resource_version.clone(),
+    }
+}
+
+fn phase(contract: &ComputeContract) -> Option<ComputeContractPhase> {
+    contract.status.as_ref().and_then(|s| s.phase)
+}
+
+fn row(
+    entry: &str,
+    object_name: &str,
+    state: ContractState,
+    phase: Option<ComputeContractPhase>,
+) -> ContractStatus {
+    ContractStatus {
+        name: entry.to_owned(),
+        compute_contract: object_name.to_owned(),
+        state,
+        phase,
+    }
+}
+
+/// The entry a contract belongs to: its contract label, else its name without `<infra>-`.
+fn entry_of(infra_name: &str, contract: &ComputeContract, object_name: &str) -> String {
+    contract
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(CONTRACT_LABEL))
+        .cloned()
+        .or_else(|| {
+            object_name
+                .strip_prefix(infra_name)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| object_name.to_owned())
+}
+
+fn by_name(contracts: &[Arc<ComputeContract>]) -> BTreeMap<&str, &ComputeContract> {
+    contracts
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, c.as_ref())))
+        .collect()
+}
+
+fn old_rows(infra: &Infra) -> BTreeMap<&str, &ContractStatus> {
+    infra
+        .status
+        .iter()
+        .flat_map(|s| &s.contracts)
+        .map(|r| (r.name.as_str(), r))
+        .collect()
+}
+
+/// The full new status, or `None` when it equals the observed one.
+fn changed_status(
+    infra: &Infra,
+    phase: InfraPhase,
+    rows: Vec<ContractStatus>,
+    ready_contracts: usize,
+    ready: api::Condition,
+) -> Option<InfraStatus> {
+    let old = infra.status.clone().unwrap_or_default();
+    let mut conditions = old.conditions.clone();
+    set_condition(&mut conditions, ready);
+    let new = InfraStatus {
+        phase: Some(phase),
+        contract_count: u32::try_from(rows.len()).unwrap_or(u32::MAX),
+        contracts: rows,
+        declaration_hash: infra_declaration_hash(&infra.spec).ok(),
+        ready_contracts: u32::try_from(ready_contracts).unwrap_or(u32::MAX),
+        observed_generation: infra.metadata.generation,
+        conditions,
+    };
+    (infra.status.as_ref() != Some(&new)).then_some(new)
+}

@@ -1,0 +1,118 @@
+//! The Events the Infra controller publishes: one per transition a person
+//! cares about, decided by [`super::decide`] and published by `act`.
+//!
+//! An Event names contracts and phases only: never a Secret's content, a join
+//! token, a CA or a market error text (those stay on the ComputeContract).
+
+use kube::runtime::events::{Event, EventType};
+
+/// Why a contract's release was requested.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseCause {
+    /// Its entry left `spec.contracts` (or was recreated under another name).
+    EntryRemoved,
+    /// The Infra is being deleted.
+    InfraDeleted,
+}
+
+/// One transition of an Infra or of one of its ComputeContracts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InfraEvent {
+    /// A ComputeContract was written for an entry that had none.
+    ContractCreated {
+        /// Name of the ComputeContract.
+        contract: String,
+    },
+    /// `spec.release` was set on a ComputeContract.
+    ReleaseRequested {
+        /// Name of the ComputeContract.
+        contract: String,
+        /// Why.
+        cause: ReleaseCause,
+    },
+    /// A Released ComputeContract was deleted.
+    ContractDeleted {
+        /// Name of the ComputeContract.
+        contract: String,
+    },
+    /// A ComputeContract of a live entry went Failed.
+    ContractFailed {
+        /// Name of the ComputeContract.
+        contract: String,
+    },
+    /// Every contract of the Infra is Deployed.
+    Deployed {
+        /// How many contracts are Deployed.
+        contracts: usize,
+    },
+    /// Every contract is released and deleted; the release finalizer is removed.
+    Finalized,
+}
+
+impl InfraEvent {
+    /// The PascalCase reason shown by `kubectl describe` (bounded: usable as a metric label).
+    #[must_use]
+    pub const fn reason(&self) -> &'static str {
+        match self {
+            Self::ContractCreated { .. } => "ContractCreated",
+            Self::ReleaseRequested { .. } => "ReleaseRequested",
+            Self::ContractDeleted { .. } => "ContractDeleted",
+            Self::ContractFailed { .. } => "ContractFailed",
+            Self::Deployed { .. } => "Deployed",
+            Self::Finalized => "Finalized",
+        }
+    }
+
+    /// The events.k8s.io/v1 Event to publish about the Infra.
+    #[must_use]
+    pub fn to_event(&self) -> Event {
+        let (type_, action, note) = match self {
+            Self::ContractCreated { contract } => (
+                EventType::Normal,
+                "Apply",
+                format!("created ComputeContract {contract}"),
+            ),
+            Self::ReleaseRequested { contract, cause } => (
+                EventType::Normal,
+                "Release",
+                match cause {
+                    ReleaseCause::EntryRemoved => format!(
+                        "released ComputeContract {contract}: its entry left the spec; it is deleted once Released"
+                    ),
+                    ReleaseCause::InfraDeleted => {
+                        format!("released ComputeContract {contract}: the Infra is being deleted")
+                    }
+                },
+            ),
+            Self::ContractDeleted { contract } => (
+                EventType::Normal,
+                "Delete",
+                format!("deleted ComputeContract {contract}: it is Released"),
+            ),
+            Self::ContractFailed { contract } => (
+                EventType::Warning,
+                "Observe",
+                format!(
+                    "ComputeContract {contract} failed; `kubectl describe computecontract {contract}` says why"
+                ),
+            ),
+            Self::Deployed { contracts } => (
+                EventType::Normal,
+                "Observe",
+                format!("all {contracts} contracts are Deployed"),
+            ),
+            Self::Finalized => (
+                EventType::Normal,
+                "Finalize",
+                "every contract is released and deleted; the Infra can go".to_owned(),
+            ),
+        };
+        Event {
+            type_,
+            reason: self.reason().to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        }
+    }
+}

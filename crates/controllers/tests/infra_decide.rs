@@ -1,0 +1,400 @@
+//! Unit tests of the Infra controller's pure decide, one per case.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod infra_support;
+
+use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL};
+use api::{ComputeContractPhase as P, ConditionStatus, ContractState, InfraPhase, find_condition};
+use controllers::infra::conditions::{
+    READY, REASON_ALL_DEPLOYED, REASON_CONTRACT_FAILED, REASON_CONTRACTS_NOT_READY,
+    REASON_RELEASED, REASON_RELEASING,
+};
+use controllers::infra::events::{InfraEvent, ReleaseCause};
+use infra_support::{INFRA, World, cc_name, infra, phase_of};
+
+fn world_deployed(entries: &[&str]) -> World {
+    let mut world = World::new(infra(entries));
+    world.reconcile();
+    world.settle_requester();
+    world.reconcile();
+    world
+}
+
+#[test]
+fn new_entry_is_applied_with_labels_owner_and_mapped_spec() {
+    let mut world = World::new(infra(&["node-a"]));
+    let plan = world.plan();
+
+    assert_eq!(plan.apply.len(), 1);
+    let contract = &plan.apply[0];
+    assert_eq!(
+        contract.metadata.name.as_deref(),
+        Some(cc_name("node-a").as_str())
+    );
+    assert_eq!(
+        contract.metadata.namespace.as_deref(),
+        Some(infra_support::NS)
+    );
+    let labels = contract.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels[INFRA_NAME_LABEL], INFRA);
+    assert_eq!(labels[CONTRACT_LABEL], "node-a");
+    let owner = &contract.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(owner.uid, "infra-uid-1");
+    assert_eq!(owner.kind, "Infra");
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(owner.block_owner_deletion, Some(true));
+    // The spec comes from the api mapping: node fields and the secret ref by contract name.
+    assert_eq!(
+        contract.spec,
+        api::compute_contract_spec_for(&world.infra.spec, "node-a").unwrap()
+    );
+    assert_eq!(contract.spec.owner_did.as_deref(), Some("did:plc:tenant"));
+    assert_eq!(
+        contract.spec.secrets_ref.as_ref().unwrap().name,
+        "join-node-a"
+    );
+    assert!(contract.spec.node_join.is_some());
+    assert!(!contract.spec.release);
+
+    assert_eq!(
+        plan.events,
+        vec![InfraEvent::ContractCreated {
+            contract: cc_name("node-a")
+        }]
+    );
+    let status = plan.status.as_ref().unwrap();
+    assert_eq!(status.phase, Some(InfraPhase::Requesting));
+    assert_eq!(status.contracts[0].state, ContractState::Staged);
+    assert_eq!(status.observed_generation, Some(1));
+    assert!(status.declaration_hash.is_some());
+    let ready = find_condition(&status.conditions, READY).unwrap();
+    assert_eq!(ready.status, ConditionStatus::False);
+    assert_eq!(ready.reason, REASON_CONTRACTS_NOT_READY);
+    assert!(
+        ready.message.contains("node-a (Staged)"),
+        "{}",
+        ready.message
+    );
+    assert!(plan.requeue.is_some());
+}
+
+#[test]
+fn a_stale_cache_reapplies_without_a_second_created_event() {
+    let mut world = World::new(infra(&["node-a"]));
+    let first = world.plan();
+    // Only the status lands (the cache has not seen the contract yet).
+    world.infra.status = first.status.clone();
+    let second = world.plan();
+    assert_eq!(second.apply.len(), 1);
+    assert!(second.events.is_empty());
+    assert!(second.status.is_none());
+}
+
+#[test]
+fn observed_contract_is_requested_and_all_deployed_converges_to_no_writes() {
+    let mut world = World::new(infra(&["node-a", "node-b"]));
+    world.reconcile();
+    let plan = world.reconcile();
+    assert!(
+        plan.apply.is_empty(),
+        "an applied contract is not applied again"
+    );
+    let status = world.infra.status.clone().unwrap();
+    assert!(
+        status
+            .contracts
+            .iter()
+            .all(|r| r.state == ContractState::Requested)
+    );
+
+    world.settle_requester();
+    let plan = world.reconcile();
+    assert_eq!(plan.events, vec![InfraEvent::Deployed { contracts: 2 }]);
+    let status = world.infra.status.clone().unwrap();
+    assert_eq!(status.phase, Some(InfraPhase::Deployed));
+    assert_eq!(status.ready_contracts, 2);
+    assert_eq!(status.contract_count, 2);
+    let ready = find_condition(&status.conditions, READY).unwrap();
+    assert_eq!(ready.status, ConditionStatus::True);
+    assert_eq!(ready.reason, REASON_ALL_DEPLOYED);
+
+    let converged = world.plan();
+    assert!(converged.writes_nothing(), "{converged:?}");
+    assert!(converged.requeue.is_none());
+}
+
+#[test]
+fn changed_entry_updates_its_contract_only() {
+    let mut world = world_deployed(&["node-a", "node-b"]);
+    world.infra.spec.contracts[0].resources.cpus = 8;
+    let plan = world.plan();
+    assert_eq!(plan.apply.len(), 1);
+    assert_eq!(
+        plan.apply[0].metadata.name.as_deref(),
+        Some(cc_name("node-a").as_str())
+    );
+    assert_eq!(plan.apply[0].spec.resources.cpus, 8);
+    assert!(plan.events.is_empty(), "an update is not a creation");
+}
+
+#[test]
+fn removed_entry_is_released_then_deleted_only_once_released() {
+    let mut world = world_deployed(&["node-a", "node-b"]);
+    world.set_spec(&["node-b"]);
+
+    let plan = world.reconcile();
+    assert!(plan.apply.is_empty(), "the remaining entry is untouched");
+    assert_eq!(plan.release.len(), 1);
+    let released = &plan.release[0];
+    assert_eq!(
+        released.metadata.name.as_deref(),
+        Some(cc_name("node-a").as_str())
+    );
+    assert!(released.spec.release);
+    assert_eq!(
+        released.metadata.labels.as_ref().unwrap()[CONTRACT_LABEL],
+        "node-a",
+        "the release apply keeps the labels the controller owns"
+    );
+    assert!(released.metadata.owner_references.is_some());
+    assert!(plan.delete.is_empty());
+    assert_eq!(
+        plan.events,
+        vec![InfraEvent::ReleaseRequested {
+            contract: cc_name("node-a"),
+            cause: ReleaseCause::EntryRemoved
+        }]
+    );
+    let status = world.infra.status.clone().unwrap();
+    let row = status
+        .contracts
+        .iter()
+        .find(|r| r.name == "node-a")
+        .unwrap();
+    assert_eq!(row.state, ContractState::Released);
+    assert_eq!(
+        status.phase,
+        Some(InfraPhase::Deployed),
+        "the live entries are all Deployed"
+    );
+
+    // Releasing: nothing more to write, and certainly no delete.
+    world.set_phase(&cc_name("node-a"), P::Releasing);
+    let plan = world.reconcile();
+    assert!(plan.delete.is_empty());
+    assert!(plan.release.is_empty());
+
+    world.set_phase(&cc_name("node-a"), P::Released);
+    let plan = world.reconcile();
+    assert_eq!(plan.delete.len(), 1);
+    let deletion = &plan.delete[0];
+    assert_eq!(deletion.name, cc_name("node-a"));
+    assert!(deletion.uid.is_some() && deletion.resource_version.is_some());
+    assert_eq!(
+        plan.events,
+        vec![InfraEvent::ContractDeleted {
+            contract: cc_name("node-a")
+        }]
+    );
+
+    // Marked for deletion but still in the cache: not deleted twice.
+    let plan = world.reconcile();
+    assert!(plan.delete.is_empty());
+    world.collect_all();
+    world.reconcile();
+    let status = world.infra.status.clone().unwrap();
+    assert_eq!(status.contract_count, 1);
+    assert!(world.plan().writes_nothing());
+}
+
+#[test]
+fn recreated_claim_is_a_new_entry_and_the_old_contract_is_released() {
+    let mut world = world_deployed(&["node-old"]);
+    world.set_spec(&["node-new"]);
+    let plan = world.plan();
+    let applied: Vec<_> = plan
+        .apply
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    let released: Vec<_> = plan
+        .release
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(applied, vec![cc_name("node-new")]);
+    assert_eq!(released, vec![cc_name("node-old")]);
+    assert!(!plan.apply[0].spec.release);
+}
+
+#[test]
+fn entry_readded_while_its_contract_is_released_waits_for_it_to_go() {
+    let mut world = world_deployed(&["node-a"]);
+    world.set_spec(&[]);
+    world.reconcile();
+    world.set_spec(&["node-a"]);
+    let plan = world.reconcile();
+    assert!(
+        plan.apply.is_empty(),
+        "a released contract is never un-released"
+    );
+    world.settle_requester();
+    let plan = world.reconcile();
+    assert_eq!(plan.delete.len(), 1);
+    world.collect_all();
+    let plan = world.reconcile();
+    assert_eq!(plan.apply.len(), 1);
+    assert!(!plan.apply[0].spec.release);
+}
+
+#[test]
+fn failed_contract_fails_the_infra_once() {
+    let mut world = world_deployed(&["node-a", "node-b"]);
+    world.set_phase(&cc_name("node-b"), P::Failed);
+    let plan = world.reconcile();
+    assert_eq!(
+        plan.events,
+        vec![InfraEvent::ContractFailed {
+            contract: cc_name("node-b")
+        }]
+    );
+    assert!(plan.apply.is_empty() && plan.release.is_empty() && plan.delete.is_empty());
+    let status = world.infra.status.clone().unwrap();
+    assert_eq!(status.phase, Some(InfraPhase::Failed));
+    let ready = find_condition(&status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, REASON_CONTRACT_FAILED);
+    assert!(
+        ready.message.contains("node-b (Failed)"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(status.ready_contracts, 1);
+    // Failed is settled: no event again, no write, no polling.
+    let again = world.plan();
+    assert!(again.writes_nothing());
+    assert!(again.requeue.is_none());
+}
+
+#[test]
+fn ready_message_names_the_first_three_unready_contracts() {
+    let mut world = World::new(infra(&["node-a", "node-b", "node-c", "node-d", "node-e"]));
+    world.reconcile();
+    world.set_phase(&cc_name("node-a"), P::Deployed);
+    world.set_phase(&cc_name("node-b"), P::Bidding);
+    world.set_phase(&cc_name("node-c"), P::Pending);
+    world.reconcile();
+    let status = world.infra.status.clone().unwrap();
+    let ready = find_condition(&status.conditions, READY).unwrap();
+    assert_eq!(
+        ready.message,
+        "4 of 5 contracts are not Deployed yet: node-b (Bidding), node-c (Pending), node-d (Requested) and 1 more"
+    );
+}
+
+#[test]
+fn ready_keeps_its_transition_time_while_its_status_stays() {
+    let mut world = World::new(infra(&["node-a"]));
+    world.reconcile();
+    let first = find_condition(&world.infra.status.clone().unwrap().conditions, READY)
+        .unwrap()
+        .clone();
+    world.set_phase(&cc_name("node-a"), P::Bidding);
+    world.reconcile();
+    let second = find_condition(&world.infra.status.clone().unwrap().conditions, READY)
+        .unwrap()
+        .clone();
+    assert_ne!(first.message, second.message);
+    assert_eq!(first.last_transition_time, second.last_transition_time);
+    world.set_phase(&cc_name("node-a"), P::Deployed);
+    world.reconcile();
+    let third = find_condition(&world.infra.status.clone().unwrap().conditions, READY)
+        .unwrap()
+        .clone();
+    assert_eq!(third.status, ConditionStatus::True);
+    assert_ne!(third.last_transition_time, first.last_transition_time);
+}
+
+#[test]
+fn deletion_releases_all_then_deletes_all_then_finalizes() {
+    let mut world = world_deployed(&["node-a", "node-b", "node-c"]);
+    world.set_phase(&cc_name("node-c"), P::Failed);
+    world.start_deletion();
+
+    let plan = world.reconcile();
+    assert_eq!(
+        plan.release.len(),
+        3,
+        "every contract is released, Failed ones too"
+    );
+    assert!(plan.apply.is_empty());
+    assert!(plan.delete.is_empty());
+    assert!(!plan.finalized);
+    assert!(plan.events.iter().all(|e| matches!(
+        e,
+        InfraEvent::ReleaseRequested {
+            cause: ReleaseCause::InfraDeleted,
+            ..
+        }
+    )));
+    let status = world.infra.status.clone().unwrap();
+    assert_eq!(status.phase, Some(InfraPhase::Releasing));
+    let ready = find_condition(&status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, REASON_RELEASING);
+
+    // Two of three Released: still nothing deleted.
+    world.set_phase(&cc_name("node-a"), P::Released);
+    world.set_phase(&cc_name("node-b"), P::Released);
+    world.set_phase(&cc_name("node-c"), P::Releasing);
+    let plan = world.reconcile();
+    assert!(plan.delete.is_empty(), "{:?}", plan.delete);
+    assert!(plan.release.is_empty(), "already released");
+
+    world.set_phase(&cc_name("node-c"), P::Released);
+    let plan = world.reconcile();
+    assert_eq!(plan.delete.len(), 3);
+    assert!(!plan.finalized, "deleted is not gone");
+    let status = world.infra.status.clone().unwrap();
+    assert_eq!(status.phase, Some(InfraPhase::Released));
+    assert_eq!(
+        find_condition(&status.conditions, READY).unwrap().reason,
+        REASON_RELEASED
+    );
+
+    let plan = world.reconcile();
+    assert!(plan.delete.is_empty() && !plan.finalized);
+    world.collect_all();
+    let plan = world.reconcile();
+    assert!(plan.finalized);
+    assert!(plan.events.contains(&InfraEvent::Finalized));
+
+    let releases = world
+        .history
+        .iter()
+        .filter(|w| matches!(w, infra_support::Write::Release(_)))
+        .count();
+    assert_eq!(releases, 3);
+}
+
+#[test]
+fn deletion_never_creates_a_contract() {
+    let mut world = World::new(infra(&["node-a"]));
+    world.start_deletion();
+    let plan = world.reconcile();
+    assert!(plan.apply.is_empty());
+    assert!(plan.finalized);
+}
+
+#[test]
+fn a_contract_with_a_foreign_or_missing_phase_is_not_deleted_by_the_live_path() {
+    let mut world = world_deployed(&["node-a"]);
+    world.set_spec(&[]);
+    world.reconcile();
+    for phase in [P::Pending, P::Deployed, P::Failed, P::Releasing] {
+        world.set_phase(&cc_name("node-a"), phase);
+        assert!(world.plan().delete.is_empty(), "{phase:?}");
+    }
+    assert_eq!(
+        phase_of(&world.contracts[&cc_name("node-a")]),
+        Some(P::Releasing)
+    );
+}
