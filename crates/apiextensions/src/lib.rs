@@ -13,10 +13,12 @@
 //! Error texts follow k8s.io/apimachinery `field.Error` and kube-openapi's validation messages,
 //! so a client sees here what it would see from a real cluster. No I/O, no async.
 
+mod crd;
 mod error;
 mod jsonpath;
 mod schema;
 
+pub use crd::{validate_printer_column, validate_status_subresource_root};
 pub use error::{FieldError, FieldErrorKind, SchemaError};
 pub use jsonpath::{
     JsonPathError, PrinterColumnPath, human_duration, parse_printer_column_path,

@@ -37,6 +37,24 @@ fn every_project_crd_version_is_structural() {
             if let Err(e) = StructuralSchema::from_value_at(schema_of(crd, i), &at) {
                 panic!("{file}: {e}");
             }
+            let version = &versions[i];
+            if version["subresources"].get("status").is_some() {
+                let errors =
+                    apiextensions::validate_status_subresource_root(schema_of(crd, i), &at);
+                assert!(errors.is_empty(), "{file}: {errors:?}");
+            }
+            for (c, column) in version["additionalPrinterColumns"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let errors = apiextensions::validate_printer_column(
+                    column,
+                    &format!("spec.versions[{i}].additionalPrinterColumns[{c}]"),
+                );
+                assert!(errors.is_empty(), "{file}: {errors:?}");
+            }
         }
     }
 }

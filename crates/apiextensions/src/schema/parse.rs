@@ -384,6 +384,12 @@ fn check_structural(
         errors.push(FieldError::required(&type_path, detail));
     }
     if position == Position::Root {
+        if node.nullable {
+            errors.push(FieldError::forbidden(
+                &format!("{path}.nullable"),
+                "nullable cannot be true at the root",
+            ));
+        }
         if let Some(ty) = node.ty.as_deref()
             && ty != "object"
         {
