@@ -10,7 +10,7 @@
 //! |-------------------------------------------|---------------------------------------------|--------------|
 //! | `?labelSelector=`                         | [`selector::LabelSelector::parse`]          | 400 BadRequest, the error's text |
 //! | `?fieldSelector=`                         | [`selector::FieldSelector::parse`]          | 400 BadRequest |
-//! | `PATCH application/merge-patch+json`      | [`patch::merge_patch`], then [`managed_fields::update`] | - |
+//! | `PATCH application/merge-patch+json`      | [`patch::check_merge_patch`], [`patch::merge_patch`], then [`managed_fields::update`] | 400 `Invalid JSON Patch` |
 //! | `PATCH application/json-patch+json`       | [`patch::json_patch`], then [`managed_fields::update`]  | 400 if [`patch::PatchError::is_bad_request`], else 422 |
 //! | `PATCH application/apply-patch+yaml`      | [`managed_fields::apply`]                   | 409 Conflict with causes, or 400 |
 //! | create, replace                           | [`managed_fields::update`]                  | - |

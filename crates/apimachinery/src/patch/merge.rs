@@ -1,29 +1,71 @@
-//! RFC 7386 JSON merge patch.
+//! RFC 7386 JSON merge patch as evanphx/json-patch `MergePatch` applies it for the
+//! kube-apiserver.
 
 use serde_json::{Map, Value};
 
-/// Applies an RFC 7386 merge patch: objects merge recursively, `null` deletes a member,
-/// anything else (arrays included) replaces. A non-object patch replaces the target.
+use super::PatchError;
+
+/// Applies a merge patch: objects merge recursively and `null` deletes a member.
+///
+/// Like evanphx (and unlike a literal RFC 7386 reading), a value that replaces a
+/// missing, `null` or non-object member has its `null` object members pruned, arrays'
+/// objects included (`{"list": [{"a": null, "b": 1}]}` stores `[{"b": 1}]`), while an
+/// object replaced by a non-object takes the patch value as is. A non-object patch
+/// replaces the whole target; the server must first refuse what the real one refuses,
+/// see [`check_merge_patch`].
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_members) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
+    match (target, patch) {
+        (Value::Object(document), Value::Object(patch)) => merge_documents(document, patch),
+        (target, patch) => *target = pruned(patch),
     }
-    let Value::Object(target_members) = target else {
-        return;
-    };
-    for (key, value) in patch_members {
+}
+
+/// The real server answers 400 BadRequest `Invalid JSON Patch` for a merge patch body
+/// that is `null` or a scalar; an array would replace the whole object and fail to
+/// decode, so it is refused here the same way.
+///
+/// # Errors
+/// [`PatchError::Malformed`] unless the patch is a JSON object.
+pub fn check_merge_patch(patch: &Value) -> Result<(), PatchError> {
+    if patch.is_object() {
+        Ok(())
+    } else {
+        Err(PatchError::Malformed("Invalid JSON Patch".to_owned()))
+    }
+}
+
+fn merge_documents(document: &mut Map<String, Value>, patch: &Map<String, Value>) {
+    for (key, value) in patch {
         if value.is_null() {
-            target_members.remove(key);
-        } else {
-            merge_patch(
-                target_members.entry(key.clone()).or_insert(Value::Null),
-                value,
-            );
+            document.remove(key);
+            continue;
         }
+        match document.get_mut(key) {
+            Some(Value::Object(current)) => match value {
+                Value::Object(value) => merge_documents(current, value),
+                other => {
+                    document.insert(key.clone(), other.clone());
+                }
+            },
+            _ => {
+                document.insert(key.clone(), pruned(value));
+            }
+        }
+    }
+}
+
+/// evanphx `pruneNulls`: drops `null` object members at any depth, keeps `null` array items.
+fn pruned(value: &Value) -> Value {
+    match value {
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .filter(|(_, member)| !member.is_null())
+                .map(|(key, member)| (key.clone(), pruned(member)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(pruned).collect()),
+        scalar => scalar.clone(),
     }
 }
 

@@ -6,7 +6,7 @@ mod json;
 mod merge;
 
 pub use json::{PatchError, json_patch};
-pub use merge::{diff_merge_patch, merge_patch};
+pub use merge::{check_merge_patch, diff_merge_patch, merge_patch};
 
 #[cfg(test)]
 mod tests;

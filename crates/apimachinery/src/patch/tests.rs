@@ -30,6 +30,38 @@ fn merge_patch_non_object_cases() {
 }
 
 #[test]
+fn merge_patch_prunes_nulls_like_evanphx() {
+    let mut target = json!({"status": {"conditions": [{"type": "A"}]}, "obj": {"x": 1}});
+    merge_patch(
+        &mut target,
+        &json!({
+            "status": {"conditions": [{"type": "Ready", "message": null}, null]},
+            "new": {"a": null, "b": {"c": null, "d": 1}},
+            "obj": [{"kept": null}]
+        }),
+    );
+    assert_eq!(
+        target,
+        json!({
+            "status": {"conditions": [{"type": "Ready"}, null]},
+            "new": {"b": {"d": 1}},
+            // an object replaced by a non-object takes the patch value as is
+            "obj": [{"kept": null}]
+        })
+    );
+}
+
+#[test]
+fn merge_patch_bodies_the_server_refuses() {
+    assert!(check_merge_patch(&json!({"a": 1})).is_ok());
+    for body in [json!(null), json!(5), json!("x"), json!([1])] {
+        let error = check_merge_patch(&body).unwrap_err();
+        assert_eq!(error.to_string(), "Invalid JSON Patch");
+        assert!(error.is_bad_request());
+    }
+}
+
+#[test]
 fn kube_finalizer_helper_patch_adds_to_absent_list() {
     let object = json!({"metadata": {"name": "a"}});
     let ops = json!([
