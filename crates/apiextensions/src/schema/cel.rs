@@ -300,7 +300,20 @@ fn normalize_field_path(path: &str) -> String {
 fn base_context() -> Context<'static> {
     let mut ctx = Context::default();
     ctx.register_all();
+    // RE2 semantics for `matches` (ASCII \d, \w, \s, \b), as in cel-go
+    ctx.add_function("matches", re2_matches);
     ctx
+}
+
+fn re2_matches(
+    ftx: &kube_cel::cel::FunctionContext,
+    kube_cel::cel::extractors::This(this): kube_cel::cel::extractors::This<Arc<String>>,
+    regex: Arc<String>,
+) -> Result<bool, kube_cel::cel::ExecutionError> {
+    match regex::Regex::new(&super::parse::re2_compatible(&regex)) {
+        Ok(re) => Ok(re.is_match(&this)),
+        Err(err) => Err(ftx.error(format!("'{regex}' not a valid regex:\n{err}"))),
+    }
 }
 
 thread_local! {

@@ -166,7 +166,7 @@ pub(crate) fn parse(
     );
 
     if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
-        match Regex::new(pattern) {
+        match Regex::new(&re2_compatible(pattern)) {
             Ok(re) => node.pattern = Some((pattern.to_string(), re)),
             Err(e) => errors.push(FieldError::invalid(
                 &format!("{path}.pattern"),
@@ -257,6 +257,36 @@ pub(crate) fn parse(
 
     check_structural(&node, map, path, position, errors);
     node
+}
+
+/// Go's RE2 gives `\d`, `\w`, `\s` and `\b` their ASCII meaning; Rust's regex crate gives
+/// them Unicode meaning (`^\d+$` would accept Arabic digits here and not on a cluster), so
+/// they are rewritten to explicit ASCII classes.
+pub(crate) fn re2_compatible(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str("[0-9]"),
+            Some('D') => out.push_str("[^0-9]"),
+            Some('w') => out.push_str("[0-9A-Za-z_]"),
+            Some('W') => out.push_str("[^0-9A-Za-z_]"),
+            Some('s') => out.push_str("[\\t\\n\\f\\r ]"),
+            Some('S') => out.push_str("[^\\t\\n\\f\\r ]"),
+            Some('b') => out.push_str("(?-u:\\b)"),
+            Some('B') => out.push_str("(?-u:\\B)"),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 fn string_list(value: Option<&Value>) -> Vec<String> {

@@ -581,3 +581,31 @@ fn unsupported_keywords_are_forbidden() {
         ]
     );
 }
+
+#[test]
+fn patterns_have_re2_ascii_classes() {
+    let s = schema(json!({"type": "object", "properties": {
+        "n": {"type": "string", "pattern": "^\\d+$"},
+        "w": {"type": "string", "pattern": "^[\\w-]+\\b$"},
+        "s": {"type": "string", "pattern": "^a\\sb$"}}}));
+    assert!(
+        s.validate(&json!({"n": "123", "w": "a-b_c", "s": "a b"}), None)
+            .is_empty()
+    );
+    let errors = s.validate(&json!({"n": "١٢", "w": "é", "s": "a\u{2003}b"}), None);
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert_eq!(
+        errors[0].message,
+        "Invalid value: \"١٢\": n in body should match '^\\d+$'"
+    );
+}
+
+#[test]
+fn cel_matches_uses_re2_classes() {
+    let s = schema(
+        json!({"type": "object", "properties": {"n": {"type": "string",
+        "x-kubernetes-validations": [{"rule": "self.matches('^\\\\d+$')", "message": "digits"}]}}}),
+    );
+    assert!(s.validate(&json!({"n": "42"}), None).is_empty());
+    assert_eq!(s.validate(&json!({"n": "١٢"}), None).len(), 1);
+}

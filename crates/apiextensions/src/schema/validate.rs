@@ -215,9 +215,6 @@ fn check_string(node: &Node, name: &str, s: &str, value: &Value, errors: &mut Ve
 }
 
 fn check_number(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldError>) {
-    if node.int_or_string && node.ty.is_none() {
-        return; // number validations do not apply to int-or-string
-    }
     let field = field_of(name);
     let Some(number) = value.as_f64() else { return };
     let ty = node.ty.as_deref().unwrap_or("number");
