@@ -170,3 +170,21 @@ fn server_managed_metadata_is_never_owned() {
     let created = update_as(None, new, "a", T1);
     assert_eq!(fields_of(&created, "a"), json!({"f:spec": {}}));
 }
+
+#[test]
+fn a_changed_kind_of_value_removes_the_old_children() {
+    let live = update_as(None, object(json!({"x": {"a": 1, "b": 2}})), "a", T1);
+    let mut new = live.clone();
+    new["spec"]["x"] = json!("flat");
+    let updated = update_as(Some(&live), new, "b", T2);
+    assert_eq!(fields_of(&updated, "a"), json!({"f:spec": {}}));
+    assert_eq!(fields_of(&updated, "b"), json!({"f:spec": {"f:x": {}}}));
+    let mut back = updated.clone();
+    back["spec"]["x"] = json!({"c": 3});
+    let updated = update_as(Some(&updated), back, "c", T3);
+    assert_eq!(fields_of(&updated, "b"), Value::Null);
+    assert_eq!(
+        fields_of(&updated, "c"),
+        json!({"f:spec": {"f:x": {".": {}, "f:c": {}}}})
+    );
+}

@@ -241,9 +241,26 @@ fn compare_at(
         None => 0,
     };
     if old.is_some() && new.is_some() && shape(old) != shape(new) {
+        // A changed kind of value: the node is modified, whatever was below the old
+        // value is removed and whatever is below the new one added (structured-merge-diff
+        // walks each side on its own).
         out.modified.insert(at.path.clone());
+        compare_children(old, None, at, schema, out, element);
+        compare_children(None, new, at, schema, out, element);
         return;
     }
+    compare_children(old, new, at, schema, out, element);
+}
+
+/// The part of [`compare_at`] below the node: members, items, or the leaf check.
+fn compare_children(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    at: &mut Position,
+    schema: &Schema<'_>,
+    out: &mut Comparison,
+    element: bool,
+) {
     let empty = Map::new();
     match old.or(new) {
         Some(Value::Object(_)) if element || !schema.map_is_atomic(&at.names) => {
