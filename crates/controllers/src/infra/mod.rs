@@ -1,11 +1,182 @@
 //! The Infra controller: the ONLY writer of ComputeContract spec.
 //!
-//! For each entry of an Infra's `spec.contracts` it server-side applies the
-//! ComputeContract `<infra>-<entry>` (field manager `socialweb/infra`, forced),
-//! releases and then deletes contracts that no longer match an entry, and on
-//! Infra deletion runs the release finalizer in the plan 0028 order. The
-//! decision is pure ([`decide`]); writing it is the controller's thin `act` step.
+//! Watches Infras and the ComputeContracts they own (both from the shared
+//! cache of the contract namespace). For each entry of an Infra's
+//! `spec.contracts` it server-side applies the ComputeContract
+//! `<infra>-<entry>` (field manager `socialweb/infra`, forced); a contract that
+//! matches no entry is released and deleted once Released; on Infra deletion
+//! the release finalizer runs the plan 0028 order. Writes the Infra's status
+//! (one patch, only on change) and Events (only on transitions).
+//!
+//! # Expected flow
+//!
+//! [`decide`] (pure) turns the Infra and its cached contracts into an
+//! [`decide::InfraPlan`]; `act` writes it. `reconcile` wraps kube-runtime's
+//! finalizer helper, which adds [`api::names::INFRA_RELEASE_FINALIZER`] first.
+//!
+//! # Guarantees
+//!
+//! No ComputeContract is deleted before its status.phase is Released; the
+//! finalizer is removed only once every contract is gone from the cache.
 
+pub mod act;
 pub mod conditions;
 pub mod decide;
 pub mod events;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use api::names::INFRA_RELEASE_FINALIZER;
+use api::{ComputeContract, Infra};
+use futures::StreamExt;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, ResourceExt};
+
+use crate::cache::SharedCaches;
+use crate::{Clock, Error, Result};
+use decide::InfraPlan;
+
+/// The name the controller reports Events under.
+pub const REPORTER: &str = "socialweb-infra";
+
+/// What the Infra controller needs from the outside.
+pub struct Context {
+    /// The Kubernetes client writes go through.
+    pub client: Client,
+    /// Where time comes from (condition transition times).
+    pub clock: Arc<dyn Clock>,
+    /// Publishes events.k8s.io/v1 Events about Infras.
+    pub recorder: Recorder,
+    /// The namespace of Infras and ComputeContracts.
+    pub contract_namespace: String,
+    /// How many Infras are reconciled at once.
+    pub concurrency: u16,
+}
+
+impl Context {
+    /// A context with Events reported as [`REPORTER`] and a concurrency of 4.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        clock: Arc<dyn Clock>,
+        contract_namespace: impl Into<String>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: REPORTER.to_owned(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            clock,
+            contract_namespace: contract_namespace.into(),
+            concurrency: 4,
+        }
+    }
+}
+
+/// The state each reconcile sees: the context and the contracts' cache.
+struct Reconciler {
+    ctx: Arc<Context>,
+    contracts: Store<ComputeContract>,
+}
+
+/// The Infra controller over the shared caches.
+///
+/// Subscribes to the Infra and ComputeContract caches when called (so call it
+/// before [`SharedCaches::run`]); the returned future runs the controller with
+/// `ctx.concurrency` and ends on SIGTERM/Ctrl+C or when the caches' streams end.
+pub fn controller(
+    ctx: Arc<Context>,
+    caches: &SharedCaches,
+) -> impl Future<Output = ()> + Send + 'static {
+    let controller =
+        Controller::for_shared_stream(caches.infras.subscribe(), caches.infras.store())
+            .owns_shared_stream(caches.contracts.subscribe())
+            .with_config(Config::default().concurrency(ctx.concurrency))
+            .shutdown_on_signal();
+    let state = Arc::new(Reconciler {
+        ctx,
+        contracts: caches.contracts.store(),
+    });
+    async move {
+        controller
+            .run(reconcile, error_policy, state)
+            .for_each(|result| {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "infra controller");
+                }
+                futures::future::ready(())
+            })
+            .await;
+    }
+}
+
+/// The contracts of `infra` in the cache: same namespace, labelled with its name.
+fn owned_contracts(store: &Store<ComputeContract>, infra: &Infra) -> Vec<Arc<ComputeContract>> {
+    let name = infra.name_any();
+    let namespace = infra.namespace();
+    store
+        .state()
+        .into_iter()
+        .filter(|c| {
+            c.namespace() == namespace
+                && c.labels().get(api::names::INFRA_NAME_LABEL) == Some(&name)
+        })
+        .collect()
+}
+
+fn action(plan: &InfraPlan) -> Action {
+    plan.requeue
+        .map_or_else(Action::await_change, Action::requeue)
+}
+
+#[tracing::instrument(skip_all, fields(infra = %infra.name_any()))]
+async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> {
+    let ctx = &state.ctx;
+    let namespace = infra
+        .namespace()
+        .unwrap_or_else(|| ctx.contract_namespace.clone());
+    let object = format!("Infra {namespace}/{}", infra.name_any());
+    let contracts = owned_contracts(&state.contracts, &infra);
+    let plan = decide::decide(&infra, &contracts, ctx.clock.now());
+
+    // The finalizer helper removes the finalizer as soon as its cleanup returns Ok,
+    // so while contracts remain the deleting path acts here and waits for a change.
+    let has_finalizer = infra
+        .finalizers()
+        .iter()
+        .any(|f| f == INFRA_RELEASE_FINALIZER);
+    if infra.metadata.deletion_timestamp.is_some() && has_finalizer && !plan.finalized {
+        act::act(ctx, &infra, &plan).await?;
+        return Ok(action(&plan));
+    }
+
+    let api: Api<Infra> = Api::namespaced(ctx.client.clone(), &namespace);
+    finalizer(&api, INFRA_RELEASE_FINALIZER, infra, |event| async {
+        match event {
+            FinalizerEvent::Apply(infra) | FinalizerEvent::Cleanup(infra) => {
+                act::act(ctx, &infra, &plan).await?;
+                Ok(action(&plan))
+            }
+        }
+    })
+    .await
+    .map_err(|source| Error::Finalizer {
+        object,
+        source: Box::new(source),
+    })
+}
+
+fn error_policy(infra: Arc<Infra>, error: &Error, _state: Arc<Reconciler>) -> Action {
+    if error.is_conflict() {
+        tracing::debug!(infra = %infra.name_any(), %error, "conflict; reading again");
+    } else {
+        tracing::warn!(infra = %infra.name_any(), category = error.category(), %error, "reconcile failed");
+    }
+    Action::requeue(error.retry_after())
+}

@@ -1,0 +1,128 @@
+//! The thin write step of the Infra controller: carries out an [`InfraPlan`].
+//!
+//! # Guarantees
+//! - Contracts are written by server-side apply with field manager
+//!   `socialweb/infra` and force; releases first keep every field the
+//!   controller owns (labels, ownerReference, spec) so nothing is dropped.
+//! - A delete carries the observed uid and resourceVersion as preconditions, so
+//!   it only removes the exact object decide saw Released (a newer one is a 409:
+//!   requeue). A delete that finds nothing (404) is done.
+//! - At most one status patch (only when decide found a change).
+//! - An Event about a write is published only if that write succeeded.
+
+use std::collections::BTreeSet;
+
+use api::names::INFRA_MANAGER;
+use api::{ComputeContract, Infra};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Resource, ResourceExt};
+
+use super::Context;
+use super::decide::InfraPlan;
+use super::events::InfraEvent;
+use crate::{Error, Result};
+
+/// Writes `plan` for `infra`: applies, releases, deletes, the status, then the Events.
+///
+/// # Errors
+/// The first failed write, as [`Error::Kube`]; the Events of the writes that
+/// succeeded before it are still published.
+pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan) -> Result<()> {
+    let namespace = infra
+        .namespace()
+        .unwrap_or_else(|| ctx.contract_namespace.clone());
+    let mut written = Written::default();
+    let outcome = write(ctx, infra, &namespace, plan, &mut written).await;
+    publish_events(ctx, infra, plan, &written, outcome.is_ok()).await;
+    outcome
+}
+
+/// What the writes of one plan achieved, for deciding which Events are true.
+#[derive(Default)]
+struct Written {
+    applied: BTreeSet<String>,
+    deleted: BTreeSet<String>,
+}
+
+async fn write(
+    ctx: &Context,
+    infra: &Infra,
+    namespace: &str,
+    plan: &InfraPlan,
+    written: &mut Written,
+) -> Result<()> {
+    let contracts: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
+    let apply = PatchParams::apply(INFRA_MANAGER).force();
+    for contract in plan.apply.iter().chain(&plan.release) {
+        let name = contract.name_any();
+        contracts
+            .patch(&name, &apply, &Patch::Apply(contract))
+            .await
+            .map_err(|e| Error::kube(format!("apply ComputeContract {namespace}/{name}"), e))?;
+        tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
+        written.applied.insert(name);
+    }
+    for deletion in &plan.delete {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: deletion.uid.clone(),
+                resource_version: deletion.resource_version.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match contracts.delete(&deletion.name, &params).await {
+            Ok(_) => {
+                tracing::debug!(contract = %deletion.name, "deleted Released ComputeContract");
+                written.deleted.insert(deletion.name.clone());
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => {
+                return Err(Error::kube(
+                    format!("delete ComputeContract {namespace}/{}", deletion.name),
+                    e,
+                ));
+            }
+        }
+    }
+    if let Some(status) = &plan.status {
+        let name = infra.name_any();
+        let infras: Api<Infra> = Api::namespaced(ctx.client.clone(), namespace);
+        let patch = serde_json::json!({
+            "apiVersion": Infra::api_version(&()),
+            "kind": Infra::kind(&()),
+            "status": status,
+        });
+        infras
+            .patch_status(&name, &apply, &Patch::Apply(patch))
+            .await
+            .map_err(|e| Error::kube(format!("patch status of Infra {namespace}/{name}"), e))?;
+    }
+    Ok(())
+}
+
+async fn publish_events(
+    ctx: &Context,
+    infra: &Infra,
+    plan: &InfraPlan,
+    written: &Written,
+    all_written: bool,
+) {
+    let reference = infra.object_ref(&());
+    for event in &plan.events {
+        let happened = match event {
+            InfraEvent::ContractCreated { contract }
+            | InfraEvent::ReleaseRequested { contract, .. } => written.applied.contains(contract),
+            InfraEvent::ContractDeleted { contract } => written.deleted.contains(contract),
+            InfraEvent::ContractFailed { .. }
+            | InfraEvent::Deployed { .. }
+            | InfraEvent::Finalized => all_written,
+        };
+        if !happened {
+            continue;
+        }
+        if let Err(error) = ctx.recorder.publish(&event.to_event(), &reference).await {
+            // An Event is a courtesy to a person; losing one must not stop the reconcile.
+            tracing::warn!(reason = event.reason(), %error, "could not publish Event");
+        }
+    }
+}
