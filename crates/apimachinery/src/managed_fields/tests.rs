@@ -524,3 +524,53 @@ proptest! {
         prop_assert_eq!(FieldSet::from_fields_v1(&set.to_fields_v1()), set);
     }
 }
+
+#[test]
+fn server_managed_metadata_in_a_configuration_is_not_owned() {
+    let mut config = object(json!({"replicas": 1}));
+    config["metadata"]["uid"] = json!("u-1");
+    config["metadata"]["resourceVersion"] = json!("7");
+    config["metadata"]["annotations"] = json!({"note": "x"});
+    let created = apply_as(None, &config, "ctl", false, T1).unwrap();
+    assert_eq!(
+        fields_of(&created, "ctl"),
+        json!({"f:metadata": {"f:annotations": {"f:note": {}}}, "f:spec": {"f:replicas": {}}})
+    );
+}
+
+#[test]
+fn finalizer_json_patch_then_apply_keeps_the_finalizer() {
+    // kube's finalizer helper adds its finalizer with a JSON patch (an Update write)...
+    let live = apply_as(None, &object(json!({"replicas": 1})), "ctl", false, T1).unwrap();
+    let mut patched = live.clone();
+    crate::patch::json_patch(
+        &mut patched,
+        &json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["x.io/cleanup"]}
+        ]),
+    )
+    .unwrap();
+    update(
+        Some(&live),
+        &mut patched,
+        "ctl-finalizer",
+        None,
+        &TestSchema,
+        T2,
+    );
+    assert_eq!(
+        fields_of(&patched, "ctl-finalizer"),
+        json!({"f:metadata": {"f:finalizers": {".": {}, "v:\"x.io/cleanup\"": {}}}})
+    );
+    // ...and the controller's next apply, which does not mention finalizers, keeps it.
+    let applied = apply_as(
+        Some(&patched),
+        &object(json!({"replicas": 2})),
+        "ctl",
+        false,
+        T3,
+    )
+    .unwrap();
+    assert_eq!(applied["metadata"]["finalizers"], json!(["x.io/cleanup"]));
+}
