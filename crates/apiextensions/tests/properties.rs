@@ -126,3 +126,79 @@ proptest! {
         prop_assert_eq!(&object["spec"]["raw"], &json!({"kept": [1, {"a": null}]}));
     }
 }
+
+proptest! {
+    #[test]
+    fn jsonpath_never_panics(path in "[.\\[\\]?()@=!<>'\"*a-z0-9\\\\é-]{0,24}", object in any_json()) {
+        let _ = apiextensions::printer_column_value(&object, &path);
+    }
+
+    #[test]
+    fn arbitrary_schemas_and_objects_never_panic(raw in any_json(), object in any_json()) {
+        let schema_value = json!({"type": "object", "properties": {"spec": raw}});
+        if let Ok(s) = StructuralSchema::from_value(&schema_value) {
+            let mut o = json!({"spec": object});
+            s.prune(&mut o);
+            s.apply_defaults(&mut o);
+            let _ = s.validate(&o, Some(&o));
+            let _ = s.validate(&o, None);
+        }
+    }
+}
+
+fn any_schema() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(json!({"type": "string"})),
+        Just(json!({"type": "string", "maxLength": 3, "default": "ab"})),
+        Just(json!({"type": "string", "enum": ["a", "b"]})),
+        Just(json!({"type": "string", "format": "date-time"})),
+        Just(json!({"type": "integer", "minimum": 0, "maximum": 50, "default": 1})),
+        Just(json!({"type": "number", "nullable": true})),
+        Just(json!({"type": "boolean"})),
+        Just(json!({"x-kubernetes-int-or-string": true})),
+        Just(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})),
+        Just(json!({"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 5"}]})),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("spec".to_string()),
+                    Just("name".to_string()),
+                    Just("cpus".to_string()),
+                    "[a-z]{1,3}"
+                ],
+                inner.clone(),
+                1..4
+            )
+            .prop_map(|props| {
+                let first = props.keys().next().cloned().unwrap_or_default();
+                json!({"type": "object", "properties": props, "required": [first],
+                    "x-kubernetes-validations": [{"rule": "size(self) >= 0"}]})
+            }),
+            inner
+                .clone()
+                .prop_map(|items| json!({"type": "array", "items": items, "maxItems": 3})),
+            inner.prop_map(|values| json!({"type": "object", "additionalProperties": values})),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn random_schemas_prune_and_default_idempotently(raw in any_schema(), object in any_json()) {
+        let schema_value = json!({"type": "object", "properties": {"spec": raw}});
+        let s = StructuralSchema::from_value(&schema_value).expect("generated schemas are structural");
+        let mut o = json!({"spec": object});
+        s.prune(&mut o);
+        s.apply_defaults(&mut o);
+        let settled = o.clone();
+        prop_assert!(s.prune(&mut o).is_empty());
+        s.apply_defaults(&mut o);
+        prop_assert_eq!(&o, &settled);
+        let _ = s.validate(&o, None);
+        // ratcheting: an update that changes nothing is never refused
+        let unchanged = s.validate(&o, Some(&o));
+        prop_assert!(unchanged.is_empty(), "{unchanged:?}");
+    }
+}

@@ -328,20 +328,21 @@ pub(crate) fn with_context<R>(f: impl FnOnce(&Context<'static>) -> R) -> R {
 
 /// Evaluates the rules of one node at `path` (apimachinery form, empty for the root).
 /// `old` is the correlated old value (None on create or when the value cannot be correlated),
-/// which decides whether transition rules run; when the value is unchanged, rules without
-/// `oldSelf` are ratcheted (skipped), as the real server does on update.
+/// which decides whether transition rules run. `unchanged` says whether the value, or when it
+/// cannot be correlated its nearest correlatable ancestor, equals the old one: rules without
+/// `oldSelf` are then ratcheted (skipped), as the real server does on update.
 pub(crate) fn evaluate_rules(
     ctx: &Context<'_>,
     node: &Node,
     path: &str,
     value: &Value,
     old: Option<&Value>,
+    unchanged: bool,
     errors: &mut Vec<FieldError>,
 ) {
     if node.rules.is_empty() {
         return;
     }
-    let unchanged = old.is_some_and(|o| o == value);
     let at = |p: &str| {
         if p.is_empty() {
             "<nil>".to_string()

@@ -73,7 +73,15 @@ pub(crate) fn check(node: &Node, path: &str, inside_meta: bool, errors: &mut Vec
         super::validate::validate_value(node, "", default, None, &mut found);
         if found.is_empty() {
             super::cel::with_context(|ctx| {
-                super::cel::evaluate_rules(ctx, node, "", default, Some(default), &mut found);
+                super::cel::evaluate_rules(
+                    ctx,
+                    node,
+                    "",
+                    default,
+                    Some(default),
+                    false,
+                    &mut found,
+                );
             });
         }
         for mut error in found {

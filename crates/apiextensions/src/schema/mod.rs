@@ -163,7 +163,9 @@ impl StructuralSchema {
                     "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
                 ));
             } else {
-                cel::with_context(|ctx| cel_walk(ctx, &self.root, "", object, old, &mut errors));
+                cel::with_context(|ctx| {
+                    cel_walk(ctx, &self.root, "", object, old, false, &mut errors)
+                });
             }
         }
         errors
@@ -223,12 +225,18 @@ fn cel_walk(
     path: &str,
     value: &Value,
     old: Option<&Value>,
+    parent_unchanged: bool,
     errors: &mut Vec<FieldError>,
 ) {
     if value.is_null() {
         return;
     }
-    cel::evaluate_rules(ctx, node, path, value, old, errors);
+    // ratcheting looks at the nearest correlatable value (`ratchetingOptions`)
+    let unchanged = match old {
+        Some(o) => o == value,
+        None => parent_unchanged,
+    };
+    cel::evaluate_rules(ctx, node, path, value, old, unchanged, errors);
     match value {
         Value::Object(map) => {
             for (key, child) in map {
@@ -239,7 +247,7 @@ fn cel_walk(
                     } else {
                         format!("{path}.{key}")
                     };
-                    cel_walk(ctx, prop, &child_path, child, old_child, errors);
+                    cel_walk(ctx, prop, &child_path, child, old_child, unchanged, errors);
                 } else if let Some(values) = node.additional_properties.as_deref() {
                     cel_walk(
                         ctx,
@@ -247,6 +255,7 @@ fn cel_walk(
                         &format!("{path}[{key}]"),
                         child,
                         old_child,
+                        unchanged,
                         errors,
                     );
                 }
@@ -262,6 +271,7 @@ fn cel_walk(
                         &format!("{path}[{i}]"),
                         item,
                         old_child,
+                        unchanged,
                         errors,
                     );
                 }
