@@ -307,7 +307,20 @@ pub fn printer_column_cell(
     column_type: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Value {
-    let Some(value) = printer_column_value(object, json_path) else {
+    match parse_printer_column_path(json_path) {
+        Ok(path) => printer_column_cell_at(object, &path, column_type, now),
+        Err(_) => Value::Null,
+    }
+}
+
+/// [`printer_column_cell`] with a parsed path.
+pub(crate) fn printer_column_cell_at(
+    object: &Value,
+    path: &PrinterColumnPath,
+    column_type: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Value {
+    let Some(value) = path.find(object).first().map(|v| (*v).clone()) else {
         return Value::Null;
     };
     match (column_type, &value) {

@@ -17,6 +17,7 @@ mod crd;
 mod error;
 mod jsonpath;
 mod schema;
+mod table;
 
 pub use crd::{validate_printer_column, validate_status_subresource_root};
 pub use error::{FieldError, FieldErrorKind, SchemaError};
@@ -25,3 +26,4 @@ pub use jsonpath::{
     printer_column_cell, printer_column_value,
 };
 pub use schema::{ListType, StructuralSchema};
+pub use table::PrinterColumns;
