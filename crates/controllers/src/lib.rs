@@ -14,6 +14,7 @@ pub mod cache;
 pub mod clock;
 pub mod error;
 pub mod infra;
+pub mod metrics;
 
 pub use cache::{Shared, SharedCaches};
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -6,5 +6,6 @@
 
 pub mod cli;
 pub mod demo;
+pub mod http;
 pub mod telemetry;
 pub mod tree;
