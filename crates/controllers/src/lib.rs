@@ -15,6 +15,7 @@ pub mod clock;
 pub mod error;
 pub mod infra;
 pub mod metrics;
+pub mod nodeclaim;
 
 pub use cache::{Shared, SharedCaches};
 pub use clock::{Clock, ManualClock, SystemClock};

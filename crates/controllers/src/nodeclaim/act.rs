@@ -1,0 +1,284 @@
+//! Carries out a [`Plan`]: finalizers, join Secrets, the Infra, claim
+//! statuses, the Cluster's node count, in that order.
+//!
+//! # Guarantees
+//! - Finalizers are added before anything is rented and removed last, each
+//!   with a JSON patch guarded by a `test` of the list as read, so a stale
+//!   cache turns into a conflict (requeue), never a lost finalizer.
+//! - A new join Secret is created (POST), never applied, so a cache that has
+//!   not seen it yet cannot replace its token: that is a conflict too.
+//! - Writes stop at the first error; the next reconcile starts over from the cache.
+//! - Logs and Events name objects only, never a Secret value.
+
+use api::names::{CLUSTER_FINALIZER, NODECLAIM_FINALIZER, NODECLAIM_MANAGER};
+use api::{Cluster, Infra, NodeClaim, NodeClaimPhase};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::Context;
+use super::compose::ClusterKey;
+use super::conditions::READY;
+use super::decide::{ClaimStatusChange, FinalizerChange, InfraAction, Plan};
+use super::secrets::new_token;
+use crate::{Error, Result};
+
+/// Performs `plan` for the claims in `claims` (used for Events).
+///
+/// # Errors
+/// The first failed write, with what was being done.
+pub async fn act(
+    ctx: &Context,
+    key: &ClusterKey,
+    plan: &Plan,
+    claims: &[&NodeClaim],
+) -> Result<()> {
+    if let Some(change) = &plan.add_cluster_finalizer {
+        add_finalizer::<Cluster>(ctx, change, CLUSTER_FINALIZER).await?;
+    }
+    for change in &plan.add_claim_finalizers {
+        add_finalizer::<NodeClaim>(ctx, change, NODECLAIM_FINALIZER).await?;
+    }
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.contract_namespace);
+    for desired in &plan.write_secrets {
+        let action = format!("write join Secret {}/{}", desired.namespace, desired.name);
+        match &desired.token {
+            Some(token) => {
+                secrets
+                    .patch(
+                        &desired.name,
+                        &apply_params(),
+                        &Patch::Apply(with_type_meta::<Secret>(&desired.to_secret(token))?),
+                    )
+                    .await
+                    .map_err(|e| Error::kube(action, e))?;
+            }
+            None => {
+                let params = PostParams {
+                    field_manager: Some(NODECLAIM_MANAGER.to_owned()),
+                    ..PostParams::default()
+                };
+                secrets
+                    .create(&params, &desired.to_secret(&new_token()))
+                    .await
+                    .map_err(|e| Error::kube(action, e))?;
+            }
+        }
+    }
+    let infras: Api<Infra> = Api::namespaced(ctx.client.clone(), &ctx.contract_namespace);
+    match &plan.infra {
+        Some(InfraAction::Apply(infra)) => {
+            let name = infra.name_any();
+            infras
+                .patch(
+                    &name,
+                    &apply_params(),
+                    &Patch::Apply(with_type_meta::<Infra>(infra.as_ref())?),
+                )
+                .await
+                .map_err(|e| {
+                    Error::kube(format!("apply Infra {}/{name}", ctx.contract_namespace), e)
+                })?;
+        }
+        Some(InfraAction::Delete) => {
+            delete_ignoring_missing(&infras, &key.infra_name(), "Infra").await?;
+        }
+        Some(InfraAction::Keep) | None => {}
+    }
+    for name in &plan.delete_secrets {
+        delete_ignoring_missing(&secrets, name, "join Secret").await?;
+    }
+    for change in &plan.claim_statuses {
+        write_claim_status(ctx, change).await?;
+        publish_transition(ctx, change, claims).await;
+    }
+    for change in &plan.remove_claim_finalizers {
+        remove_finalizer::<NodeClaim>(ctx, change, NODECLAIM_FINALIZER).await?;
+    }
+    if let Some(nodes) = plan.cluster_nodes {
+        let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), &key.namespace);
+        let body = json!({
+            "apiVersion": api_version::<Cluster>(),
+            "kind": Cluster::kind(&()),
+            "metadata": {"name": key.name},
+            "status": {"nodes": nodes},
+        });
+        clusters
+            .patch_status(&key.name, &apply_params(), &Patch::Apply(body))
+            .await
+            .map_err(|e| Error::kube(format!("write status.nodes of Cluster {key}"), e))?;
+    }
+    if let Some(change) = &plan.remove_cluster_finalizer {
+        remove_finalizer::<Cluster>(ctx, change, CLUSTER_FINALIZER).await?;
+    }
+    Ok(())
+}
+
+/// Server-side apply under the NodeClaim controller's field manager, forced:
+/// these fields are ours alone.
+fn apply_params() -> PatchParams {
+    PatchParams::apply(NODECLAIM_MANAGER).force()
+}
+
+fn api_version<K: Resource<DynamicType = ()>>() -> String {
+    K::api_version(&()).into_owned()
+}
+
+/// `object` as JSON with apiVersion and kind set (an apply body needs both).
+fn with_type_meta<K>(object: &K) -> Result<serde_json::Value>
+where
+    K: Resource<DynamicType = ()> + serde::Serialize,
+{
+    let mut value = serde_json::to_value(object).map_err(|e| Error::Invalid {
+        object: format!(
+            "{} {}",
+            K::kind(&()),
+            object.meta().name.clone().unwrap_or_default()
+        ),
+        reason: format!("cannot be serialized: {e}"),
+    })?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".to_owned(), json!(api_version::<K>()));
+        map.insert("kind".to_owned(), json!(K::kind(&())));
+        map.remove("status");
+    }
+    Ok(value)
+}
+
+async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str, what: &str) -> Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(format!("delete {what} {name}"), e)),
+    }
+}
+
+async fn write_claim_status(ctx: &Context, change: &ClaimStatusChange) -> Result<()> {
+    let claims: Api<NodeClaim> = Api::namespaced(ctx.client.clone(), &change.namespace);
+    let body = json!({
+        "apiVersion": api_version::<NodeClaim>(),
+        "kind": NodeClaim::kind(&()),
+        "metadata": {"name": change.name},
+        "status": change.status,
+    });
+    match claims
+        .patch_status(&change.name, &apply_params(), &Patch::Apply(body))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // The claim went away (its finalizer was already removed): nothing to report on.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(
+            format!(
+                "write status of NodeClaim {}/{}",
+                change.namespace, change.name
+            ),
+            e,
+        )),
+    }
+}
+
+/// An Event on the claim when its phase changed (Warning when it failed).
+async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &[&NodeClaim]) {
+    let phase = change.status.phase;
+    if phase == change.previous_phase {
+        return;
+    }
+    let Some(claim) = claims.iter().find(|c| {
+        c.name_any() == change.name && c.namespace().as_deref() == Some(&change.namespace)
+    }) else {
+        return;
+    };
+    let note = api::find_condition(&change.status.conditions, READY).map(|c| c.message.clone());
+    let event = Event {
+        type_: if phase == Some(NodeClaimPhase::Failed) {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: phase.map_or_else(|| "Unknown".to_owned(), |p| format!("{p:?}")),
+        note,
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &claim.object_ref(&())).await {
+        tracing::warn!(claim = %change.name, namespace = %change.namespace, %error, "cannot publish event");
+    }
+}
+
+async fn add_finalizer<K>(ctx: &Context, change: &FinalizerChange, finalizer: &str) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut wanted = change.current.clone();
+    if wanted.iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    wanted.push(finalizer.to_owned());
+    patch_finalizers::<K>(ctx, change, wanted, "add").await
+}
+
+async fn remove_finalizer<K>(ctx: &Context, change: &FinalizerChange, finalizer: &str) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let wanted: Vec<String> = change
+        .current
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    if wanted.len() == change.current.len() {
+        return Ok(());
+    }
+    patch_finalizers::<K>(ctx, change, wanted, "remove").await
+}
+
+/// Replaces the finalizer list with a merge patch guarded by the
+/// resourceVersion it was read at: a stale read is a 409 (requeue), so another
+/// writer's finalizer is never dropped.
+async fn patch_finalizers<K>(
+    ctx: &Context,
+    change: &FinalizerChange,
+    wanted: Vec<String>,
+    verb: &str,
+) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let what = format!(
+        "{verb} finalizer of {} {}/{}",
+        K::kind(&()),
+        change.namespace,
+        change.name
+    );
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": change.resource_version,
+            "finalizers": wanted,
+        }
+    });
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &change.namespace);
+    match api
+        .patch(&change.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 && verb == "remove" => Ok(()),
+        Err(e) => Err(Error::kube(what, e)),
+    }
+}

@@ -1,0 +1,412 @@
+//! Claims -> the Infra spec: one contract entry, one node entry and one secret
+//! reference per composed claim, and the checks a claim must pass first.
+//!
+//! Pure functions; no secret value ever passes through here (the join Secret
+//! is only *named*, see [`crate::nodeclaim::decide::JoinSecret`]).
+
+use std::collections::BTreeMap;
+
+use api::names::{
+    CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL,
+    compute_contract_name, infra_name, join_secret_name,
+};
+use api::{
+    Cluster, ClusterKind, ClusterRef, ContractEntry, Infra, InfraRef, InfraSpec, NodeClaim,
+    NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef, is_did,
+};
+use kube::api::ObjectMeta;
+use kube::{Resource, ResourceExt};
+
+use super::conditions::reason;
+
+/// Upper bounds on a claim's resources: beyond them no market offers a
+/// machine, so such a claim is reported instead of published.
+pub mod limits {
+    /// Most vCPUs of one machine.
+    pub const MAX_CPUS: u32 = 1024;
+    /// Most memory of one machine, MiB (16 TiB).
+    pub const MAX_MEMORY_MIB: u64 = 16 * 1024 * 1024;
+    /// Most disk of one machine, GiB (1 PiB).
+    pub const MAX_DISK_GIB: u64 = 1024 * 1024;
+    /// Most network bandwidth of one machine, Mbit/s (400 Gbit/s).
+    pub const MAX_NETWORK_MBITS: u32 = 400_000;
+}
+
+/// Longest node name (a DNS-1123 subdomain).
+const MAX_NODE_NAME_LEN: usize = 253;
+
+/// The key of one reconcile: a Cluster's namespace and name (the Cluster may not exist).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterKey {
+    /// Namespace of the Cluster (and of its claims).
+    pub namespace: String,
+    /// Name of the Cluster.
+    pub name: String,
+}
+
+impl ClusterKey {
+    /// The key of the Cluster a claim names: `spec.clusterName` in the claim's own namespace.
+    #[must_use]
+    pub fn of_claim(claim: &NodeClaim) -> Self {
+        Self {
+            namespace: claim.namespace().unwrap_or_default(),
+            name: claim.spec.cluster_name.clone(),
+        }
+    }
+
+    /// The name of this Cluster's Infra.
+    #[must_use]
+    pub fn infra_name(&self) -> String {
+        infra_name(&self.namespace, &self.name)
+    }
+}
+
+impl std::fmt::Display for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a claim is not composed: a PascalCase reason and a message that says what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The InfraComposed reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(reason: &'static str, message: String) -> Self {
+        Self { reason, message }
+    }
+}
+
+/// The checks of the claim itself (those that do not depend on the Cluster's state):
+/// clusterName shape, the Cluster ownerReference, resources and ownerDid.
+///
+/// # Errors
+/// The first problem found.
+pub fn check_claim(claim: &NodeClaim, cluster: Option<&Cluster>) -> Result<(), Problem> {
+    let namespace = claim.namespace().unwrap_or_default();
+    let cluster_name = &claim.spec.cluster_name;
+    if cluster_name.contains('/') || cluster_name.is_empty() {
+        return Err(Problem::new(
+            reason::CLUSTER_NAME_INVALID,
+            format!(
+                "spec.clusterName {cluster_name:?} is not a name: a NodeClaim reaches only a Cluster in its own namespace {namespace:?}; \
+                 create the NodeClaim in the Cluster's namespace and set spec.clusterName to the Cluster's name"
+            ),
+        ));
+    }
+    let cluster_kind = Cluster::kind(&());
+    let cluster_group = Cluster::group(&());
+    for owner in claim.owner_references() {
+        let same_kind = owner.kind == cluster_kind
+            && owner.api_version.split('/').next() == Some(cluster_group.as_ref());
+        if !same_kind {
+            continue;
+        }
+        if &owner.name != cluster_name {
+            return Err(Problem::new(
+                reason::CLUSTER_OWNER_MISMATCH,
+                format!(
+                    "the ownerReference names Cluster {:?} but spec.clusterName is {cluster_name:?}: \
+                     fix the ownerReference or recreate the claim for the right Cluster",
+                    owner.name
+                ),
+            ));
+        }
+        if let Some(cluster) = cluster
+            && cluster.uid().is_some_and(|uid| uid != owner.uid)
+        {
+            return Err(Problem::new(
+                reason::CLUSTER_OWNER_MISMATCH,
+                format!(
+                    "the ownerReference names an earlier Cluster {cluster_name:?} (uid {}) that was deleted: \
+                     delete this claim and create a new one for the current Cluster",
+                    owner.uid
+                ),
+            ));
+        }
+    }
+    check_resources(&claim.spec.resources)?;
+    if let Some(did) = &claim.spec.owner_did
+        && !is_did(did)
+    {
+        return Err(Problem::new(
+            reason::INVALID_OWNER_DID,
+            format!(
+                "spec.ownerDid {did:?} is not a DID (did:<method>:<id>): fix it or leave it out to use the Cluster's account"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether every amount is at least 1 and at most what one machine offers.
+///
+/// # Errors
+/// The first amount out of range, with the allowed range.
+pub fn check_resources(resources: &Resources) -> Result<(), Problem> {
+    let out_of_range = |what: &str, value: u64, max: u64, unit: &str| {
+        Problem::new(
+            reason::IMPOSSIBLE_RESOURCES,
+            format!(
+                "spec.resources.{what} is {value} {unit}; no machine offers that: use a value from 1 to {max}"
+            ),
+        )
+    };
+    let checks = [
+        (
+            "cpus",
+            u64::from(resources.cpus),
+            u64::from(limits::MAX_CPUS),
+            "vCPUs",
+        ),
+        ("memory", resources.memory, limits::MAX_MEMORY_MIB, "MiB"),
+        ("disk", resources.disk, limits::MAX_DISK_GIB, "GiB"),
+        (
+            "network",
+            u64::from(resources.network),
+            u64::from(limits::MAX_NETWORK_MBITS),
+            "Mbit/s",
+        ),
+    ];
+    for (what, value, max, unit) in checks {
+        if value == 0 || value > max {
+            return Err(out_of_range(what, value, max, unit));
+        }
+    }
+    Ok(())
+}
+
+/// The DID a claim's node is rented for: the claim's `ownerDid`, else the Cluster's account.
+///
+/// # Errors
+/// When the Cluster's account is not a DID (the claim's own is checked by [`check_claim`]).
+pub fn owner_did(claim: &NodeClaim, cluster: &Cluster) -> Result<String, Problem> {
+    match &claim.spec.owner_did {
+        Some(did) => Ok(did.clone()),
+        None if is_did(&cluster.spec.account) => Ok(cluster.spec.account.clone()),
+        None => Err(Problem::new(
+            reason::INVALID_OWNER_DID,
+            format!(
+                "the Cluster's spec.account {:?} is not a DID (did:<method>:<id>): fix the Cluster or set spec.ownerDid on the claim",
+                cluster.spec.account
+            ),
+        )),
+    }
+}
+
+/// The name the claim's machine registers under as a node: the claim's name
+/// and 6 hex digits of its entry, so a recreated claim never reuses the node
+/// name of the machine still being released.
+#[must_use]
+pub fn node_name(claim_name: &str, entry: &str) -> String {
+    let suffix: String = entry
+        .rsplit('-')
+        .next()
+        .unwrap_or(entry)
+        .chars()
+        .take(6)
+        .collect();
+    let room = MAX_NODE_NAME_LEN - suffix.len() - 1;
+    let mut base: String = claim_name.chars().take(room).collect();
+    while base.ends_with(['-', '.']) {
+        base.pop();
+    }
+    format!("{base}-{suffix}")
+}
+
+/// Where a claim's entry lives, for `status.infra`.
+#[must_use]
+pub fn infra_ref(key: &ClusterKey, contract_namespace: &str, entry: &str) -> InfraRef {
+    let infra = key.infra_name();
+    InfraRef {
+        namespace: contract_namespace.to_owned(),
+        compute_contract: compute_contract_name(&infra, entry),
+        name: infra,
+        contract: entry.to_owned(),
+    }
+}
+
+/// One claim's part of the Infra spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComposedEntry {
+    /// The publishable contract entry.
+    pub contract: ContractEntry,
+    /// The node fields (never published).
+    pub node: NodeEntry,
+    /// The reference to the join Secret (never published; holds no value).
+    pub secret: SecretEntry,
+}
+
+/// The node-join parameters of a claim's machine (no secret: the token and CA
+/// live only in the join Secret).
+#[must_use]
+pub fn node_join(key: &ClusterKey, api_server: &str, claim_name: &str, entry: &str) -> NodeJoin {
+    NodeJoin {
+        api_server: api_server.to_owned(),
+        node_name: node_name(claim_name, entry),
+        labels: BTreeMap::from([
+            (INFRA_NAME_LABEL.to_owned(), key.infra_name()),
+            (CONTRACT_LABEL.to_owned(), entry.to_owned()),
+        ]),
+        taints: Vec::new(),
+    }
+}
+
+/// A claim's entry: resources, location and role Worker; ownerDid, adopt,
+/// nodeJoin and the claim reference; the join Secret reference.
+#[must_use]
+pub fn compose_entry(
+    claim: &NodeClaim,
+    entry: &str,
+    owner_did: String,
+    node_join: NodeJoin,
+) -> ComposedEntry {
+    ComposedEntry {
+        contract: ContractEntry {
+            name: entry.to_owned(),
+            resources: claim.spec.resources.clone(),
+            location: claim.spec.location.clone(),
+            role: Role::Worker,
+        },
+        node: NodeEntry {
+            contract: entry.to_owned(),
+            owner_did,
+            adopt: claim.spec.adopt.clone(),
+            node_join: Some(node_join),
+            node_claim_ref: NodeClaimRef {
+                namespace: claim.namespace().unwrap_or_default(),
+                name: claim.name_any(),
+                uid: claim.uid().unwrap_or_default(),
+            },
+        },
+        secret: SecretEntry {
+            contract: entry.to_owned(),
+            secret_ref: SecretRef {
+                name: join_secret_name(entry),
+            },
+        },
+    }
+}
+
+/// The whole desired Infra of a Cluster: its labels, clusterRef and one entry
+/// per composed claim, sorted by entry name so the same claims always give the
+/// same object.
+#[must_use]
+pub fn infra_object(
+    key: &ClusterKey,
+    contract_namespace: &str,
+    entries: &[ComposedEntry],
+) -> Infra {
+    let mut entries: Vec<&ComposedEntry> = entries.iter().collect();
+    entries.sort_by(|a, b| a.contract.name.cmp(&b.contract.name));
+    let spec = InfraSpec {
+        description: format!("nodes of Cluster {key}"),
+        contracts: entries.iter().map(|e| e.contract.clone()).collect(),
+        secrets: entries.iter().map(|e| e.secret.clone()).collect(),
+        record: None,
+        cluster_ref: Some(ClusterRef {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            kind: ClusterKind::Cluster,
+        }),
+        nodes: entries.iter().map(|e| e.node.clone()).collect(),
+    };
+    let mut infra = Infra::new(&key.infra_name(), spec);
+    infra.metadata = ObjectMeta {
+        name: Some(key.infra_name()),
+        namespace: Some(contract_namespace.to_owned()),
+        labels: Some(infra_labels(key)),
+        ..ObjectMeta::default()
+    };
+    infra
+}
+
+/// The labels that tie an Infra to its Cluster.
+#[must_use]
+pub fn infra_labels(key: &ClusterKey) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CLUSTER_LABEL.to_owned(), key.name.clone()),
+        (CLUSTER_NAMESPACE_LABEL.to_owned(), key.namespace.clone()),
+    ])
+}
+
+/// Whether the observed Infra already is the desired one (labels and spec), so
+/// applying it again would change nothing. List-maps compare as sets.
+#[must_use]
+pub fn infra_matches(observed: &Infra, desired: &Infra) -> bool {
+    let labels_present = desired
+        .labels()
+        .iter()
+        .all(|(k, v)| observed.labels().get(k) == Some(v));
+    let sorted = |spec: &InfraSpec| {
+        let mut spec = spec.clone();
+        spec.contracts.sort_by(|a, b| a.name.cmp(&b.name));
+        spec.secrets.sort_by(|a, b| a.contract.cmp(&b.contract));
+        spec.nodes.sort_by(|a, b| a.contract.cmp(&b.contract));
+        spec
+    };
+    labels_present && sorted(&observed.spec) == sorted(&desired.spec)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn node_name_keeps_claim_name_and_entry_suffix() {
+        assert_eq!(
+            node_name("worker-1", "node-1825b1e943648c927b7b"),
+            "worker-1-1825b1"
+        );
+        let long = "a".repeat(300);
+        let n = node_name(&long, "node-abcdef0123");
+        assert_eq!(n.len(), MAX_NODE_NAME_LEN);
+        assert!(n.ends_with("-abcdef"));
+    }
+
+    #[test]
+    fn resources_limits() {
+        let ok = Resources {
+            cpus: 2,
+            memory: 4096,
+            disk: 20,
+            network: 100,
+        };
+        assert!(check_resources(&ok).is_ok());
+        let zero = Resources {
+            cpus: 0,
+            ..ok.clone()
+        };
+        let err = check_resources(&zero).unwrap_err();
+        assert_eq!(err.reason, reason::IMPOSSIBLE_RESOURCES);
+        assert!(err.message.contains("cpus"), "{}", err.message);
+        let huge = Resources {
+            memory: limits::MAX_MEMORY_MIB + 1,
+            ..ok
+        };
+        assert!(
+            check_resources(&huge)
+                .unwrap_err()
+                .message
+                .contains("memory")
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn node_names_are_bounded_and_distinct_per_entry(name in "[a-z0-9]([a-z0-9.-]{0,300}[a-z0-9])?", a in "[0-9a-f]{20}", b in "[0-9a-f]{20}") {
+            prop_assume!(a[..6] != b[..6]);
+            let na = node_name(&name, &format!("node-{a}"));
+            let nb = node_name(&name, &format!("node-{b}"));
+            prop_assert!(na.len() <= MAX_NODE_NAME_LEN);
+            prop_assert_ne!(na, nb);
+        }
+    }
+}

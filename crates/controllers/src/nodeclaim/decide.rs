@@ -1,0 +1,540 @@
+//! The pure decision of one reconcile of a Cluster key: everything observed
+//! (the Cluster if it exists, all its claims, its Infra, that Infra's
+//! contracts and join Secrets, the time) in, a [`Plan`] out.
+//!
+//! # Expected flow
+//! 1. Each claim is checked ([`compose::check_claim`]) and against its Cluster
+//!    (missing, deleting, no URL yet) and its Infra (still being deleted).
+//! 2. A claim that passes is composed into an entry; its contract is observed
+//!    for the graces ([`graces::observe`]); a claim that failed keeps no entry.
+//! 3. The Infra is applied with every composed entry, or deleted when none is
+//!    left or the Cluster is gone or going.
+//! 4. Join Secrets are written for composed entries and deleted once their
+//!    entry left and its contract is gone.
+//! 5. Finalizers: added before anything is rented, removed once nothing of the
+//!    claim (or Cluster) is left.
+//!
+//! # Guarantees
+//! Pure and deterministic for the same inputs, except that a new join token is
+//! left to `act` ([`JoinSecret::token`] is `None`). Converged inputs give an
+//! empty plan ([`Plan::is_empty`]). No secret value reaches the Infra or a
+//! claim's status.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use api::names::{CLUSTER_FINALIZER, CONTRACT_LABEL, NODECLAIM_FINALIZER, join_secret_name};
+use api::{
+    Cluster, ComputeContract, ComputeContractPhase, ConditionStatus, Infra, NodeClaim,
+    NodeClaimPhase, NodeClaimStatus, set_condition,
+};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use super::compose::{self, ClusterKey, ComposedEntry, Problem};
+use super::conditions::{INFRA_COMPOSED, READY, condition, derive_ready, reason};
+use super::graces::{self, Graces, earliest, to_time};
+use super::secrets::{JoinSecret, desired_join_secret};
+
+/// What one reconcile of a Cluster key observed (all read from the shared cache).
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    /// The Cluster's namespace and name.
+    pub key: &'a ClusterKey,
+    /// The Cluster, if it exists.
+    pub cluster: Option<&'a Cluster>,
+    /// Every NodeClaim of the key's namespace whose `spec.clusterName` is the key's name.
+    pub claims: &'a [&'a NodeClaim],
+    /// The Cluster's Infra (`infra_name(key)` in the contract namespace), if it exists.
+    pub infra: Option<&'a Infra>,
+    /// The ComputeContracts labelled with that Infra's name.
+    pub contracts: &'a [&'a ComputeContract],
+    /// The join Secrets labelled with that Infra's name.
+    pub secrets: &'a [&'a Secret],
+    /// Where Infras, contracts and join Secrets live.
+    pub contract_namespace: &'a str,
+    /// The time of this reconcile.
+    pub now: DateTime<Utc>,
+}
+
+/// What to do with the Cluster's Infra.
+#[derive(Clone, Debug)]
+pub enum InfraAction {
+    /// Leave it as it is.
+    Keep,
+    /// Server-side apply this whole Infra.
+    Apply(Box<Infra>),
+    /// Delete it (its release finalizer releases every contract).
+    Delete,
+}
+
+/// A finalizer to add to or remove from one object; `current` is its list as
+/// read, so the patch can be guarded with a `test` op.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinalizerChange {
+    /// Namespace of the object.
+    pub namespace: String,
+    /// Name of the object.
+    pub name: String,
+    /// The object's finalizers as read.
+    pub current: Vec<String>,
+    /// The resourceVersion they were read at (guards the patch).
+    pub resource_version: Option<String>,
+}
+
+/// A claim's new status, written only because it differs from the old one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimStatusChange {
+    /// Namespace of the claim.
+    pub namespace: String,
+    /// Name of the claim.
+    pub name: String,
+    /// The whole new status.
+    pub status: NodeClaimStatus,
+    /// The phase before, to publish an Event on a transition only.
+    pub previous_phase: Option<NodeClaimPhase>,
+}
+
+/// Everything one reconcile writes, in the order `act` performs it.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Add [`CLUSTER_FINALIZER`] to the Cluster (before anything is rented for it).
+    pub add_cluster_finalizer: Option<FinalizerChange>,
+    /// Add [`NODECLAIM_FINALIZER`] to these claims (before their entries are applied).
+    pub add_claim_finalizers: Vec<FinalizerChange>,
+    /// Join Secrets to write (before the Infra that references them).
+    pub write_secrets: Vec<JoinSecret>,
+    /// The Infra.
+    pub infra: Option<InfraAction>,
+    /// Join Secrets to delete, by name (their entries left and their contracts are gone).
+    pub delete_secrets: Vec<String>,
+    /// Claim statuses that changed.
+    pub claim_statuses: Vec<ClaimStatusChange>,
+    /// Remove [`NODECLAIM_FINALIZER`] from these (deleting) claims: nothing of them is left.
+    pub remove_claim_finalizers: Vec<FinalizerChange>,
+    /// Write the Cluster's `status.nodes`.
+    pub cluster_nodes: Option<u32>,
+    /// Remove [`CLUSTER_FINALIZER`] from the (deleting) Cluster: its Infra is gone.
+    pub remove_cluster_finalizer: Option<FinalizerChange>,
+    /// Reconcile again at this instant (the earliest running grace).
+    pub requeue_at: Option<DateTime<Utc>>,
+}
+
+impl Plan {
+    /// Whether the plan writes nothing (converged).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.add_cluster_finalizer.is_none()
+            && self.add_claim_finalizers.is_empty()
+            && self.write_secrets.is_empty()
+            && matches!(self.infra, None | Some(InfraAction::Keep))
+            && self.delete_secrets.is_empty()
+            && self.claim_statuses.is_empty()
+            && self.remove_claim_finalizers.is_empty()
+            && self.cluster_nodes.is_none()
+            && self.remove_cluster_finalizer.is_none()
+    }
+}
+
+/// The state of the Cluster the key names.
+enum ClusterState<'a> {
+    Missing,
+    Deleting,
+    Live(&'a Cluster),
+}
+
+/// Decides one reconcile of a Cluster key. See the module docs.
+#[must_use]
+pub fn decide(observed: &Observed<'_>) -> Plan {
+    let key = observed.key;
+    let now = observed.now;
+    let stamp = to_time(now);
+    let cluster_state = match observed.cluster {
+        None => ClusterState::Missing,
+        Some(c) if c.metadata.deletion_timestamp.is_some() => ClusterState::Deleting,
+        Some(c) => ClusterState::Live(c),
+    };
+    let infra_deleting = observed
+        .infra
+        .is_some_and(|i| i.metadata.deletion_timestamp.is_some());
+    let contracts = by_entry(observed.contracts.iter().copied());
+    let secrets = by_entry(observed.secrets.iter().copied());
+    let observed_entries: BTreeSet<&str> = observed
+        .infra
+        .map(|i| i.spec.contracts.iter().map(|c| c.name.as_str()).collect())
+        .unwrap_or_default();
+
+    let mut plan = Plan::default();
+    let mut composed: Vec<ComposedEntry> = Vec::new();
+    let mut claims: Vec<&NodeClaim> = observed.claims.to_vec();
+    claims.sort_by_key(|c| c.name_any());
+
+    for claim in &claims {
+        let entry = api::names::entry_name(&claim.uid().unwrap_or_default());
+        let contract = contracts.get(entry.as_str()).copied();
+        let secret = secrets.get(entry.as_str()).copied();
+        let deleting = claim.metadata.deletion_timestamp.is_some();
+        let previous = claim.status.clone().unwrap_or_default();
+        let generation = claim.metadata.generation;
+        let mut status = previous.clone();
+        status.observed_generation = generation;
+
+        let failed_before = previous.phase == Some(NodeClaimPhase::Failed);
+        let had_entry = observed_entries.contains(entry.as_str());
+        let problem = if deleting {
+            Some(Problem {
+                reason: reason::CLAIM_DELETING,
+                message: "the claim is being deleted: its machine is released and its join Secret removed before it goes".to_owned(),
+            })
+        } else {
+            composability(observed, &cluster_state, claim, had_entry, infra_deleting)
+        };
+
+        let mut entry_for_claim = None;
+        let outcome = match problem {
+            Some(problem) => Err(problem),
+            None => compose_claim(observed, &cluster_state, claim, &entry).ok_or_else(|| Problem {
+                reason: reason::CLUSTER_NOT_READY,
+                message: format!(
+                    "Cluster {key} has no status.url and the entry has no earlier nodeJoin: the node is composed once the cluster reports its API server URL"
+                ),
+            }),
+        };
+        match outcome {
+            // Failed is final: the claim keeps its status and no entry.
+            _ if failed_before => {}
+            Err(problem) => {
+                set_condition(
+                    &mut status.conditions,
+                    condition(
+                        INFRA_COMPOSED,
+                        ConditionStatus::False,
+                        problem.reason,
+                        problem.message,
+                        generation,
+                        &stamp,
+                    ),
+                );
+                status.phase = Some(uncomposed_phase(&previous, contract));
+                if let Some(guest) = contract.and_then(|c| c.status.as_ref()?.guest.clone()) {
+                    status.guest = Some(guest);
+                }
+                let ready = derive_ready(&status.conditions, generation, &stamp);
+                set_condition(&mut status.conditions, ready);
+            }
+            Ok(composed_entry) => {
+                let infra_ref = compose::infra_ref(key, observed.contract_namespace, &entry);
+                let graces = Graces {
+                    join: claim.spec.join_grace_seconds,
+                    loss: claim.spec.loss_grace_seconds,
+                };
+                let seen = graces::observe(&previous.conditions, contract, graces, generation, now);
+                set_condition(&mut status.conditions, seen.deployed);
+                set_condition(&mut status.conditions, seen.joined);
+                if seen.guest.is_some() {
+                    status.guest = seen.guest;
+                }
+                if let Some(at) = seen.grant_expires_at {
+                    status.grant_expires_at = Some(to_time(at));
+                }
+                if let Some(failure) = seen.failure {
+                    status.phase = Some(NodeClaimPhase::Failed);
+                    set_condition(
+                        &mut status.conditions,
+                        condition(
+                            INFRA_COMPOSED,
+                            ConditionStatus::False,
+                            reason::CLAIM_FAILED,
+                            format!(
+                                "the claim failed ({}): its entry {entry} was removed from Infra {}/{} so its machine is released; delete and recreate the NodeClaim to try again",
+                                failure.reason, infra_ref.namespace, infra_ref.name
+                            ),
+                            generation,
+                            &stamp,
+                        ),
+                    );
+                    set_condition(
+                        &mut status.conditions,
+                        condition(
+                            READY,
+                            ConditionStatus::False,
+                            failure.reason,
+                            failure.message,
+                            generation,
+                            &stamp,
+                        ),
+                    );
+                } else {
+                    status.phase = Some(composed_phase(contract));
+                    set_condition(
+                        &mut status.conditions,
+                        condition(
+                            INFRA_COMPOSED,
+                            ConditionStatus::True,
+                            reason::COMPOSED,
+                            format!(
+                                "entry {entry} of Infra {}/{}; ComputeContract {}",
+                                infra_ref.namespace, infra_ref.name, infra_ref.compute_contract
+                            ),
+                            generation,
+                            &stamp,
+                        ),
+                    );
+                    let ready = derive_ready(&status.conditions, generation, &stamp);
+                    set_condition(&mut status.conditions, ready);
+                    plan.requeue_at = earliest(plan.requeue_at, seen.deadline);
+                    entry_for_claim = Some(composed_entry);
+                }
+                status.infra = Some(infra_ref);
+            }
+        }
+
+        if let Some(composed_entry) = entry_for_claim {
+            if let ClusterState::Live(cluster) = cluster_state
+                && let Some(desired) = desired_join_secret(
+                    key,
+                    observed.contract_namespace,
+                    cluster,
+                    &composed_entry,
+                    secret,
+                )
+            {
+                plan.write_secrets.push(desired);
+            }
+            if !has_finalizer(claim.finalizers(), NODECLAIM_FINALIZER) {
+                plan.add_claim_finalizers.push(finalizer_change(*claim));
+            }
+            composed.push(composed_entry);
+        } else if deleting
+            && has_finalizer(claim.finalizers(), NODECLAIM_FINALIZER)
+            && !had_entry
+            && contract.is_none()
+            && secret.is_none()
+        {
+            plan.remove_claim_finalizers.push(finalizer_change(*claim));
+        }
+
+        if status != previous {
+            plan.claim_statuses.push(ClaimStatusChange {
+                namespace: claim.namespace().unwrap_or_default(),
+                name: claim.name_any(),
+                status,
+                previous_phase: previous.phase,
+            });
+        }
+    }
+
+    // The Infra: applied with every composed entry; deleted when none is left
+    // or the Cluster is gone or going. Never touched while it is being deleted.
+    plan.infra = Some(match (&cluster_state, observed.infra) {
+        (_, Some(_)) if infra_deleting => InfraAction::Keep,
+        (ClusterState::Live(_), observed_infra) if !composed.is_empty() => {
+            let desired = compose::infra_object(key, observed.contract_namespace, &composed);
+            match observed_infra {
+                Some(current) if compose::infra_matches(current, &desired) => InfraAction::Keep,
+                _ => InfraAction::Apply(Box::new(desired)),
+            }
+        }
+        (_, Some(_)) => InfraAction::Delete,
+        (_, None) => InfraAction::Keep,
+    });
+    // The secret of an entry that is still applied from an earlier reconcile
+    // but not composed now is kept until its contract is gone.
+    let composed_names: BTreeSet<&str> =
+        composed.iter().map(|e| e.contract.name.as_str()).collect();
+    for (entry, secret) in &secrets {
+        if !composed_names.contains(entry) && !contracts.contains_key(entry) {
+            plan.delete_secrets.push(secret.name_any());
+        }
+    }
+
+    match cluster_state {
+        ClusterState::Live(cluster) => {
+            let needs_finalizer = !composed.is_empty() || observed.infra.is_some();
+            if needs_finalizer && !has_finalizer(cluster.finalizers(), CLUSTER_FINALIZER) {
+                plan.add_cluster_finalizer = Some(finalizer_change(cluster));
+            }
+            let live_claims = claims
+                .iter()
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .count();
+            let nodes = u32::try_from(live_claims).unwrap_or(u32::MAX);
+            let reported = cluster.status.as_ref().and_then(|s| s.nodes);
+            if reported != Some(nodes) && !(nodes == 0 && reported.is_none()) {
+                plan.cluster_nodes = Some(nodes);
+            }
+        }
+        ClusterState::Deleting => {
+            if let Some(cluster) = observed.cluster
+                && has_finalizer(cluster.finalizers(), CLUSTER_FINALIZER)
+                && observed.infra.is_none()
+                && observed.contracts.is_empty()
+                && observed.secrets.is_empty()
+            {
+                plan.remove_cluster_finalizer = Some(finalizer_change(cluster));
+            }
+        }
+        ClusterState::Missing => {}
+    }
+    plan
+}
+
+/// Whether a live claim may be composed now; `None` when it may.
+fn composability(
+    observed: &Observed<'_>,
+    cluster_state: &ClusterState<'_>,
+    claim: &NodeClaim,
+    had_entry: bool,
+    infra_deleting: bool,
+) -> Option<Problem> {
+    let key = observed.key;
+    let cluster = match cluster_state {
+        ClusterState::Missing => {
+            return Some(compose::check_claim(claim, None).err().unwrap_or_else(|| Problem {
+                reason: reason::CLUSTER_NOT_FOUND,
+                message: format!(
+                    "Cluster {:?} does not exist in namespace {:?}: create it, or fix spec.clusterName (a claim reaches only a Cluster in its own namespace)",
+                    key.name, key.namespace
+                ),
+            }));
+        }
+        ClusterState::Deleting => {
+            return Some(Problem {
+                reason: reason::CLUSTER_DELETING,
+                message: format!(
+                    "Cluster {key} is being deleted: every node of it is released; this claim goes with it"
+                ),
+            });
+        }
+        ClusterState::Live(cluster) => *cluster,
+    };
+    if let Err(problem) = compose::check_claim(claim, Some(cluster)) {
+        return Some(problem);
+    }
+    if let Err(problem) = compose::owner_did(claim, cluster) {
+        return Some(problem);
+    }
+    if infra_deleting {
+        return Some(Problem {
+            reason: reason::INFRA_DELETING,
+            message: format!(
+                "the previous Infra {} of Cluster {key} is still releasing its machines; the claim is composed once it is gone",
+                key.infra_name()
+            ),
+        });
+    }
+    let has_url = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.url.as_deref())
+        .is_some_and(|u| !u.is_empty());
+    if !has_url && !had_entry {
+        return Some(Problem {
+            reason: reason::CLUSTER_NOT_READY,
+            message: format!(
+                "Cluster {key} has no status.url yet: the node is composed once whoever runs the cluster reports its API server URL"
+            ),
+        });
+    }
+    None
+}
+
+/// The entry of a claim that passed [`composability`]. Without a Cluster URL
+/// (only possible for an entry composed earlier) the earlier nodeJoin is kept.
+fn compose_claim(
+    observed: &Observed<'_>,
+    cluster_state: &ClusterState<'_>,
+    claim: &NodeClaim,
+    entry: &str,
+) -> Option<ComposedEntry> {
+    let ClusterState::Live(cluster) = cluster_state else {
+        return None;
+    };
+    let owner_did = compose::owner_did(claim, cluster).ok()?;
+    let url = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.url.as_deref())
+        .filter(|u| !u.is_empty());
+    let node_join = match url {
+        Some(url) => compose::node_join(observed.key, url, &claim.name_any(), entry),
+        None => observed
+            .infra?
+            .spec
+            .nodes
+            .iter()
+            .find(|n| n.contract == entry)?
+            .node_join
+            .clone()?,
+    };
+    Some(compose::compose_entry(claim, entry, owner_did, node_join))
+}
+
+/// The phase of a composed claim, from its contract.
+fn composed_phase(contract: Option<&ComputeContract>) -> NodeClaimPhase {
+    let status = contract.and_then(|c| c.status.as_ref());
+    match status.and_then(|s| s.phase) {
+        None
+        | Some(
+            ComputeContractPhase::Pending
+            | ComputeContractPhase::Bidding
+            | ComputeContractPhase::Accepted,
+        ) => NodeClaimPhase::Requesting,
+        Some(ComputeContractPhase::Deployed) => {
+            let joined = status
+                .and_then(|s| s.guest.as_ref())
+                .is_some_and(|g| g.node_id.is_some());
+            if joined {
+                NodeClaimPhase::Joined
+            } else {
+                NodeClaimPhase::Deployed
+            }
+        }
+        Some(ComputeContractPhase::Releasing) => NodeClaimPhase::Releasing,
+        Some(ComputeContractPhase::Released) => NodeClaimPhase::Released,
+        Some(ComputeContractPhase::Failed) => NodeClaimPhase::Failed,
+    }
+}
+
+/// The phase of a claim that is not (or no longer) composed: its machine, if
+/// any, is on its way out.
+fn uncomposed_phase(
+    previous: &NodeClaimStatus,
+    contract: Option<&ComputeContract>,
+) -> NodeClaimPhase {
+    match contract.and_then(|c| c.status.as_ref()?.phase) {
+        Some(ComputeContractPhase::Released) => NodeClaimPhase::Released,
+        Some(_) => NodeClaimPhase::Releasing,
+        None if contract.is_some() => NodeClaimPhase::Releasing,
+        None if previous.infra.is_some() => NodeClaimPhase::Released,
+        None => NodeClaimPhase::Pending,
+    }
+}
+
+/// Objects keyed by their contract entry label.
+fn by_entry<'a, K: ResourceExt + 'a>(
+    objects: impl Iterator<Item = &'a K>,
+) -> BTreeMap<&'a str, &'a K> {
+    objects
+        .filter_map(|o| Some((o.labels().get(CONTRACT_LABEL)?.as_str(), o)))
+        .collect()
+}
+
+fn has_finalizer(finalizers: &[String], finalizer: &str) -> bool {
+    finalizers.iter().any(|f| f == finalizer)
+}
+
+fn finalizer_change<K: ResourceExt>(object: &K) -> FinalizerChange {
+    FinalizerChange {
+        namespace: object.namespace().unwrap_or_default(),
+        name: object.name_any(),
+        current: object.finalizers().to_vec(),
+        resource_version: object.resource_version(),
+    }
+}
+
+/// The name of the join Secret of a claim's entry (for callers that hold a claim).
+#[must_use]
+pub fn claim_join_secret_name(claim: &NodeClaim) -> String {
+    join_secret_name(&api::names::entry_name(&claim.uid().unwrap_or_default()))
+}

@@ -1,0 +1,307 @@
+//! The NodeClaim reconciler: composes all NodeClaims of a Cluster into that
+//! Cluster's one Infra, and keeps what only a tenant cluster has (the join
+//! Secrets with the grant token, adoption, the join and loss graces).
+//!
+//! Watches (shared cache): Clusters and NodeClaims (all namespaces); Infras,
+//! ComputeContracts and join Secrets (contract namespace). Writes: the Infra
+//! (server-side apply, field manager `socialweb/nodeclaim`), join Secrets,
+//! NodeClaim status and finalizers, the Cluster's finalizer and
+//! `status.nodes`. It never writes a ComputeContract.
+//!
+//! # Expected flow
+//! One reconcile per Cluster key (namespace/name): every event of a claim
+//! (by `spec.clusterName` in its namespace), an Infra (by its cluster labels
+//! or `spec.clusterRef`), a contract or join Secret (by its Infra name label ->
+//! Infra -> Cluster) maps to its Cluster. The key's objects are read from the
+//! cache, [`decide::decide`] turns them into a plan and [`act::act`] writes it.
+//!
+//! A kube-runtime controller only reconciles objects in its store, so claims
+//! whose Cluster does not exist get a second, small controller keyed by
+//! NodeClaim that runs the same reconcile for the missing Cluster's key (it
+//! reports ClusterNotFound, and releases whatever such claims still hold).
+//!
+//! # Guarantees
+//! Converged inputs write nothing. Time comes from the injected clock; a
+//! running grace requeues at `deadline - now`, nothing polls.
+
+pub mod act;
+pub mod compose;
+pub mod conditions;
+pub mod decide;
+pub mod graces;
+pub mod secrets;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::names::INFRA_NAME_LABEL;
+use api::{Cluster, ComputeContract, Infra, NodeClaim};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::Controller;
+use kube::runtime::controller::{Action, Config};
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
+
+use crate::cache::SharedCaches;
+use crate::{Clock, Error, Result};
+use compose::ClusterKey;
+
+/// What the NodeClaim reconciler needs.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The time source for the graces.
+    pub clock: Arc<dyn Clock>,
+    /// Publishes Events on claims (on phase transitions only).
+    pub recorder: Recorder,
+    /// Where Infras, ComputeContracts and join Secrets live.
+    pub contract_namespace: String,
+    /// How many Cluster keys are reconciled at once.
+    pub concurrency: u16,
+}
+
+/// The caches one reconcile reads.
+#[derive(Clone)]
+struct Stores {
+    clusters: Store<Cluster>,
+    claims: Store<NodeClaim>,
+    infras: Store<Infra>,
+    contracts: Store<ComputeContract>,
+    secrets: Store<Secret>,
+}
+
+struct Runtime {
+    ctx: Arc<Context>,
+    stores: Stores,
+}
+
+/// The NodeClaim controller. Subscribes to `caches` when called; the future
+/// runs until a shutdown signal.
+pub fn controller(ctx: Arc<Context>, caches: &SharedCaches) -> impl Future<Output = ()> + use<> {
+    let stores = Stores {
+        clusters: caches.clusters.store(),
+        claims: caches.nodeclaims.store(),
+        infras: caches.infras.store(),
+        contracts: caches.contracts.store(),
+        secrets: caches.join_secrets.store(),
+    };
+    let config = Config::default().concurrency(ctx.concurrency);
+    let runtime = Arc::new(Runtime {
+        ctx: ctx.clone(),
+        stores: stores.clone(),
+    });
+
+    let by_cluster =
+        Controller::for_shared_stream(caches.clusters.subscribe(), stores.clusters.clone())
+            .with_config(config.clone())
+            .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<NodeClaim>| {
+                Some(cluster_ref(&ClusterKey::of_claim(&claim)))
+            })
+            .watches_shared_stream(caches.infras.subscribe(), |infra: Arc<Infra>| {
+                infra_cluster_key(&infra).map(|k| cluster_ref(&k))
+            })
+            .watches_shared_stream(caches.contracts.subscribe(), {
+                let infras = stores.infras.clone();
+                let ns = ctx.contract_namespace.clone();
+                move |contract: Arc<ComputeContract>| {
+                    labelled_cluster_key(&infras, &ns, contract.as_ref()).map(|k| cluster_ref(&k))
+                }
+            })
+            .watches_shared_stream(caches.join_secrets.subscribe(), {
+                let infras = stores.infras.clone();
+                let ns = ctx.contract_namespace.clone();
+                move |secret: Arc<Secret>| {
+                    labelled_cluster_key(&infras, &ns, secret.as_ref()).map(|k| cluster_ref(&k))
+                }
+            })
+            .shutdown_on_signal()
+            .run(reconcile_cluster, error_policy, runtime.clone())
+            .for_each(log_result);
+
+    // Claims whose Cluster does not exist: keyed by claim, same reconcile.
+    let claims_of = |claims: Store<NodeClaim>| {
+        move |key: Option<ClusterKey>| -> Vec<ObjectRef<NodeClaim>> {
+            let Some(key) = key else { return Vec::new() };
+            claims
+                .state()
+                .iter()
+                .filter(|c| ClusterKey::of_claim(c) == key)
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect()
+        }
+    };
+    let orphans =
+        Controller::for_shared_stream(caches.nodeclaims.subscribe(), stores.claims.clone())
+            .with_config(config)
+            .watches_shared_stream(caches.clusters.subscribe(), {
+                let claims_of = claims_of(stores.claims.clone());
+                move |cluster: Arc<Cluster>| {
+                    claims_of(Some(ClusterKey {
+                        namespace: cluster.namespace().unwrap_or_default(),
+                        name: cluster.name_any(),
+                    }))
+                }
+            })
+            .watches_shared_stream(caches.infras.subscribe(), {
+                let claims_of = claims_of(stores.claims.clone());
+                move |infra: Arc<Infra>| claims_of(infra_cluster_key(&infra))
+            })
+            .watches_shared_stream(caches.contracts.subscribe(), {
+                let claims_of = claims_of(stores.claims.clone());
+                let infras = stores.infras.clone();
+                let ns = ctx.contract_namespace.clone();
+                move |contract: Arc<ComputeContract>| {
+                    claims_of(labelled_cluster_key(&infras, &ns, contract.as_ref()))
+                }
+            })
+            .watches_shared_stream(caches.join_secrets.subscribe(), {
+                let claims_of = claims_of(stores.claims.clone());
+                let infras = stores.infras.clone();
+                let ns = ctx.contract_namespace.clone();
+                move |secret: Arc<Secret>| {
+                    claims_of(labelled_cluster_key(&infras, &ns, secret.as_ref()))
+                }
+            })
+            .shutdown_on_signal()
+            .run(reconcile_orphan, error_policy_orphan, runtime)
+            .for_each(log_result);
+
+    async move {
+        futures::join!(by_cluster, orphans);
+    }
+}
+
+fn cluster_ref(key: &ClusterKey) -> ObjectRef<Cluster> {
+    ObjectRef::new(&key.name).within(&key.namespace)
+}
+
+/// The Cluster an Infra serves: its cluster labels, else its `spec.clusterRef`.
+fn infra_cluster_key(infra: &Infra) -> Option<ClusterKey> {
+    let labels = infra.labels();
+    let from_labels = labels
+        .get(api::names::CLUSTER_LABEL)
+        .zip(labels.get(api::names::CLUSTER_NAMESPACE_LABEL))
+        .map(|(name, namespace)| ClusterKey {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        });
+    from_labels.or_else(|| {
+        infra.spec.cluster_ref.as_ref().map(|r| ClusterKey {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        })
+    })
+}
+
+/// The Cluster of an object labelled with an Infra name (a contract or join Secret).
+fn labelled_cluster_key<K: ResourceExt>(
+    infras: &Store<Infra>,
+    contract_namespace: &str,
+    object: &K,
+) -> Option<ClusterKey> {
+    let infra_name = object.labels().get(INFRA_NAME_LABEL)?;
+    let infra = infras.get(&ObjectRef::new(infra_name).within(contract_namespace))?;
+    infra_cluster_key(&infra)
+}
+
+async fn reconcile_cluster(cluster: Arc<Cluster>, runtime: Arc<Runtime>) -> Result<Action> {
+    let key = ClusterKey {
+        namespace: cluster.namespace().unwrap_or_default(),
+        name: cluster.name_any(),
+    };
+    reconcile_key(&runtime, &key, Some(cluster)).await
+}
+
+/// Claims whose Cluster exists are the Cluster controller's; the rest are reconciled here.
+async fn reconcile_orphan(claim: Arc<NodeClaim>, runtime: Arc<Runtime>) -> Result<Action> {
+    let key = ClusterKey::of_claim(&claim);
+    if key.name.is_empty() || key.name.contains('/') {
+        // Not a name: no Cluster can have it, so no other claim shares the key's objects.
+    } else if runtime.stores.clusters.get(&cluster_ref(&key)).is_some() {
+        return Ok(Action::await_change());
+    }
+    reconcile_key(&runtime, &key, None).await
+}
+
+/// One reconcile of a Cluster key: read the cache, decide, act.
+#[tracing::instrument(skip_all, fields(cluster = %key))]
+async fn reconcile_key(
+    runtime: &Runtime,
+    key: &ClusterKey,
+    cluster: Option<Arc<Cluster>>,
+) -> Result<Action> {
+    let ctx = &runtime.ctx;
+    let stores = &runtime.stores;
+    let claims = stores
+        .claims
+        .state_filter(|c| ClusterKey::of_claim(c) == *key);
+    let infra_name = key.infra_name();
+    let infra = stores
+        .infras
+        .get(&ObjectRef::new(&infra_name).within(&ctx.contract_namespace));
+    let of_infra = |labels: &std::collections::BTreeMap<String, String>| {
+        labels.get(INFRA_NAME_LABEL) == Some(&infra_name)
+    };
+    let contracts = stores.contracts.state_filter(|c| of_infra(c.labels()));
+    let secrets = stores.secrets.state_filter(|s| of_infra(s.labels()));
+    let claim_refs: Vec<&NodeClaim> = claims.iter().map(AsRef::as_ref).collect();
+    let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
+    let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
+    let now = ctx.clock.now();
+    let observed = decide::Observed {
+        key,
+        cluster: cluster.as_deref(),
+        claims: &claim_refs,
+        infra: infra.as_deref(),
+        contracts: &contract_refs,
+        secrets: &secret_refs,
+        contract_namespace: &ctx.contract_namespace,
+        now,
+    };
+    let plan = decide::decide(&observed);
+    if !plan.is_empty() {
+        tracing::debug!(
+            infra = ?plan.infra.as_ref().map(std::mem::discriminant),
+            secrets_written = plan.write_secrets.len(),
+            secrets_deleted = plan.delete_secrets.len(),
+            statuses = plan.claim_statuses.len(),
+            "acting"
+        );
+        act::act(ctx, key, &plan, &claim_refs).await?;
+    }
+    Ok(match plan.requeue_at {
+        Some(at) => Action::requeue(
+            (at - now)
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                .max(Duration::from_millis(10)),
+        ),
+        None => Action::await_change(),
+    })
+}
+
+fn error_policy(cluster: Arc<Cluster>, error: &Error, _runtime: Arc<Runtime>) -> Action {
+    log_error("Cluster", &cluster.name_any(), error);
+    Action::requeue(error.retry_after())
+}
+
+fn error_policy_orphan(claim: Arc<NodeClaim>, error: &Error, _runtime: Arc<Runtime>) -> Action {
+    log_error("NodeClaim", &claim.name_any(), error);
+    Action::requeue(error.retry_after())
+}
+
+fn log_error(kind: &str, name: &str, error: &Error) {
+    if error.is_conflict() {
+        tracing::debug!(kind, name, %error, "conflict; requeued");
+    } else {
+        tracing::warn!(kind, name, category = error.category(), %error, "reconcile failed");
+    }
+}
+
+async fn log_result<K, E: std::fmt::Debug>(result: std::result::Result<K, E>) {
+    if let Err(error) = result {
+        tracing::debug!(?error, "controller event");
+    }
+}

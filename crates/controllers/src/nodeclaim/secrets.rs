@@ -1,0 +1,163 @@
+//! The join Secret of a composed claim: the grant token, the Cluster's API
+//! server URL and CA, and the node name, in the contract namespace.
+//!
+//! # Guarantees
+//! The token is generated once (by `act`, when the Secret does not exist yet)
+//! and kept from then on: [`desired_join_secret`] takes it from the cached
+//! Secret. A [`JoinSecret`]'s `Debug` never prints a value.
+
+use std::collections::BTreeMap;
+
+use api::Cluster;
+use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, JOIN_SECRET_TYPE};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ObjectMeta;
+
+use super::compose::{ClusterKey, ComposedEntry};
+
+/// Key of the grant token in a join Secret.
+pub const TOKEN_KEY: &str = "token";
+/// Key of the Cluster's API server URL.
+pub const API_SERVER_KEY: &str = "apiServer";
+/// Key of the Cluster's CA (base64 PEM, as in `Cluster.status.caData`).
+pub const CA_DATA_KEY: &str = "caData";
+/// Key of the name the node registers under.
+pub const NODE_NAME_KEY: &str = "nodeName";
+
+/// A join Secret to write.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JoinSecret {
+    /// Name of the Secret (`join-<entry>`).
+    pub name: String,
+    /// The contract namespace.
+    pub namespace: String,
+    /// The Infra's name (label).
+    pub infra: String,
+    /// The contract entry (label).
+    pub entry: String,
+    /// The API server URL.
+    pub api_server: String,
+    /// The CA, if the Cluster reports one.
+    pub ca_data: Option<String>,
+    /// The node name.
+    pub node_name: String,
+    /// The token kept from the existing Secret; `None`: the Secret is new and
+    /// `act` generates one (and creates rather than applies, so a stale cache
+    /// can never replace a token).
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for JoinSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Values stay out of logs (invariant 6): only names are printed.
+        f.debug_struct("JoinSecret")
+            .field("name", &self.name)
+            .field("namespace", &self.namespace)
+            .field("entry", &self.entry)
+            .field("new_token", &self.token.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JoinSecret {
+    /// The Secret object with `token`.
+    #[must_use]
+    pub fn to_secret(&self, token: &str) -> Secret {
+        let mut data = BTreeMap::from([
+            (TOKEN_KEY.to_owned(), ByteString(token.as_bytes().to_vec())),
+            (
+                API_SERVER_KEY.to_owned(),
+                ByteString(self.api_server.as_bytes().to_vec()),
+            ),
+            (
+                NODE_NAME_KEY.to_owned(),
+                ByteString(self.node_name.as_bytes().to_vec()),
+            ),
+        ]);
+        if let Some(ca) = &self.ca_data {
+            data.insert(CA_DATA_KEY.to_owned(), ByteString(ca.as_bytes().to_vec()));
+        }
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (INFRA_NAME_LABEL.to_owned(), self.infra.clone()),
+                    (CONTRACT_LABEL.to_owned(), self.entry.clone()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            type_: Some(JOIN_SECRET_TYPE.to_owned()),
+            data: Some(data),
+            ..Secret::default()
+        }
+    }
+}
+
+/// The join Secret an entry needs, or `None` when the existing one already is
+/// it (or cannot be written: no URL, which only an entry composed earlier has).
+#[must_use]
+pub fn desired_join_secret(
+    key: &ClusterKey,
+    contract_namespace: &str,
+    cluster: &Cluster,
+    entry: &ComposedEntry,
+    existing: Option<&Secret>,
+) -> Option<JoinSecret> {
+    let status = cluster.status.as_ref();
+    let api_server = status
+        .and_then(|s| s.url.clone())
+        .filter(|u| !u.is_empty())?;
+    let node_name = entry
+        .node
+        .node_join
+        .as_ref()
+        .map(|j| j.node_name.clone())
+        .unwrap_or_default();
+    let token = existing
+        .and_then(|s| value(s, TOKEN_KEY))
+        .filter(|t| !t.is_empty());
+    let desired = JoinSecret {
+        name: entry.secret.secret_ref.name.clone(),
+        namespace: contract_namespace.to_owned(),
+        infra: key.infra_name(),
+        entry: entry.contract.name.clone(),
+        api_server,
+        ca_data: status.and_then(|s| s.ca_data.clone()),
+        node_name,
+        token,
+    };
+    match (existing, &desired.token) {
+        (Some(current), Some(token)) if *current == merged(current, &desired.to_secret(token)) => {
+            None
+        }
+        _ => Some(desired),
+    }
+}
+
+/// `current` with the fields we write replaced by `desired`'s: equal to
+/// `current` exactly when applying `desired` would change nothing.
+fn merged(current: &Secret, desired: &Secret) -> Secret {
+    let mut out = current.clone();
+    out.type_ = desired.type_.clone();
+    out.data = desired.data.clone();
+    let labels = out.metadata.labels.get_or_insert_with(BTreeMap::new);
+    for (k, v) in desired.metadata.labels.iter().flatten() {
+        labels.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+/// A Secret's value under `key` as text.
+fn value(secret: &Secret, key: &str) -> Option<String> {
+    let bytes = secret.data.as_ref()?.get(key)?;
+    String::from_utf8(bytes.0.clone()).ok()
+}
+
+/// A new grant token: 32 random bytes, hex.
+#[must_use]
+pub fn new_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
