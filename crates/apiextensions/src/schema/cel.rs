@@ -455,7 +455,7 @@ const CEL_RESERVED: &[&str] = &[
 ];
 
 /// Kubernetes' CEL property-name escaping; None when the name cannot be accessed from CEL.
-fn escape_property(name: &str) -> Option<String> {
+pub(crate) fn escape_property(name: &str) -> Option<String> {
     if CEL_RESERVED.contains(&name) {
         return Some(format!("__{name}__"));
     }

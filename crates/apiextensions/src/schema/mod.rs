@@ -1,6 +1,7 @@
 //! [`StructuralSchema`]: a CRD version's schema and what the server does with it.
 
 mod cel;
+mod cel_check;
 mod cel_functions;
 mod correlate;
 mod defaults;
@@ -68,6 +69,7 @@ impl StructuralSchema {
         let root = parse::parse(schema, path, Position::Root, &mut errors);
         if errors.is_empty() {
             extensions::check_old_self(&root, path, None, &mut errors);
+            cel_check::check_rules(&root, path, true, &mut errors);
             for property in ["metadata", "apiVersion", "kind"] {
                 if let Some(node) = root.properties.get(property) {
                     let at = format!("{path}.properties[{property}]");

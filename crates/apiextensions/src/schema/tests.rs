@@ -609,3 +609,42 @@ fn cel_matches_uses_re2_classes() {
     assert!(s.validate(&json!({"n": "42"}), None).is_empty());
     assert_eq!(s.validate(&json!({"n": "١٢"}), None).len(), 1);
 }
+
+#[test]
+fn cel_rules_selecting_undeclared_fields_reject_the_crd() {
+    let with_rule = |rule: &str| {
+        StructuralSchema::from_value(&json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "x-kubernetes-validations": [{"rule": rule}],
+        "properties": {
+            "replicas": {"type": "integer"},
+            "my-field": {"type": "string"},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }}}}))
+    };
+    for ok in [
+        "self.replicas > 0",
+        "has(self.my__dash__field)",
+        "self.items.all(i, i.name != '')",
+        "has(self.labels.anything) && self.raw.whatever == 1",
+        "self.items[0].name == 'a'",
+    ] {
+        assert!(with_rule(ok).is_ok(), "{ok}");
+    }
+    let err = with_rule("has(self.replicsa)").unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        [
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"has(self.replicsa)\": compilation failed: ERROR: undefined field 'replicsa'"
+        ]
+    );
+    assert!(with_rule("self.items.exists(i, i.nmae == 'x')").is_err());
+    let root_rule = StructuralSchema::from_value(&json!({"type": "object",
+        "x-kubernetes-validations": [{"rule": "self.metadata.name.size() < 10 && self.kind == 'K'"}]}));
+    assert!(root_rule.is_ok());
+    let root_labels = StructuralSchema::from_value(&json!({"type": "object",
+        "x-kubernetes-validations": [{"rule": "has(self.metadata.labels)"}]}));
+    assert!(root_labels.is_err());
+}
