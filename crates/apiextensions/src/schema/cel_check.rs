@@ -155,10 +155,9 @@ fn walk<'a>(
             select(operand, &s.field, undefined)
         }
         Expr::Call(call) => {
-            let target = call
-                .target
-                .as_deref()
-                .map(|t| walk(&t.expr, env, undefined));
+            if let Some(target) = call.target.as_deref() {
+                walk(&target.expr, env, undefined);
+            }
             let args: Vec<Known<'a>> = call
                 .args
                 .iter()
