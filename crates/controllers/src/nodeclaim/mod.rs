@@ -40,13 +40,16 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::Recorder;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::cache::SharedCaches;
 use crate::{Clock, Error, Result};
 use compose::ClusterKey;
+
+/// The name the controller reports Events under.
+pub const REPORTER: &str = "socialweb-nodeclaim";
 
 /// What the NodeClaim reconciler needs.
 pub struct Context {
@@ -60,6 +63,28 @@ pub struct Context {
     pub contract_namespace: String,
     /// How many Cluster keys are reconciled at once.
     pub concurrency: u16,
+}
+
+impl Context {
+    /// A context with Events reported as [`REPORTER`] and a concurrency of 4.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        clock: Arc<dyn Clock>,
+        contract_namespace: impl Into<String>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: REPORTER.to_owned(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            clock,
+            contract_namespace: contract_namespace.into(),
+            concurrency: 4,
+        }
+    }
 }
 
 /// The caches one reconcile reads.
@@ -77,9 +102,17 @@ struct Runtime {
     stores: Stores,
 }
 
-/// The NodeClaim controller. Subscribes to `caches` when called; the future
-/// runs until a shutdown signal.
-pub fn controller(ctx: Arc<Context>, caches: &SharedCaches) -> impl Future<Output = ()> + use<> {
+/// The NodeClaim controller over the shared caches.
+///
+/// Subscribes to the caches when called (so call it before
+/// [`SharedCaches::run`]); the returned future runs both controllers (by
+/// Cluster, and by claim for claims whose Cluster is missing) with
+/// `ctx.concurrency` each, and ends on SIGTERM/Ctrl+C or when the caches'
+/// streams end.
+pub fn controller(
+    ctx: Arc<Context>,
+    caches: &SharedCaches,
+) -> impl Future<Output = ()> + Send + 'static {
     let stores = Stores {
         clusters: caches.clusters.store(),
         claims: caches.nodeclaims.store(),
