@@ -9,6 +9,7 @@ use controllers::infra::conditions::{
     READY, REASON_ALL_DEPLOYED, REASON_CONTRACT_FAILED, REASON_CONTRACTS_NOT_READY,
     REASON_RELEASED, REASON_RELEASING,
 };
+use controllers::infra::decide::unseen_contracts;
 use controllers::infra::events::{InfraEvent, ReleaseCause};
 use infra_support::{INFRA, World, cc_name, infra, phase_of};
 
@@ -397,4 +398,19 @@ fn a_contract_with_a_foreign_or_missing_phase_is_not_deleted_by_the_live_path() 
         phase_of(&world.contracts[&cc_name("node-a")]),
         Some(P::Releasing)
     );
+}
+
+#[test]
+fn the_contracts_the_status_lists_but_the_cache_lacks_are_named_for_a_direct_read() {
+    let mut world = World::new(infra(&["node-a", "node-b"]));
+    // The applies and the status landed, but the cache has not shown node-b yet.
+    world.reconcile();
+    world.reconcile();
+    let mut cache = world.observed();
+    cache.retain(|c| c.metadata.name.as_deref() != Some(cc_name("node-b").as_str()));
+    assert_eq!(
+        unseen_contracts(&world.infra, &cache),
+        vec![cc_name("node-b")]
+    );
+    assert!(unseen_contracts(&world.infra, &world.observed()).is_empty());
 }

@@ -32,6 +32,10 @@ enum Op {
     Reconcile,
     /// The Infra is deleted.
     Delete,
+    /// The cache starts lagging behind creates.
+    Lag,
+    /// The cache catches up.
+    Sync,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -43,6 +47,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..6usize).prop_map(Op::Crash),
         3 => Just(Op::Reconcile),
         1 => Just(Op::Delete),
+        1 => Just(Op::Lag),
+        1 => Just(Op::Sync),
     ]
 }
 
@@ -157,7 +163,13 @@ proptest! {
                         world.collect(&name);
                     }
                 }
-                Op::Crash(n) => { reconcile_checked(&mut world, n)?; }
+                Op::Crash(n) => {
+                    reconcile_checked(&mut world, n)?;
+                    // The restarted manager lists afresh: its cache shows everything.
+                    world.sync();
+                }
+                Op::Lag => world.lagging = true,
+                Op::Sync => world.sync(),
                 Op::Reconcile => { reconcile_checked(&mut world, usize::MAX)?; }
                 Op::Delete => world.start_deletion(),
             }
@@ -165,6 +177,7 @@ proptest! {
 
         // Drain: the Requester finishes what it was asked, GC runs, the controller reconciles.
         // Contracts that failed stay Failed unless released; nothing fails from here on.
+        world.sync();
         for _ in 0..12 {
             if world.infra_gone {
                 break;

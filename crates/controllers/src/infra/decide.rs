@@ -314,6 +314,26 @@ pub fn decide_deleting(
     plan
 }
 
+/// The ComputeContracts the Infra's status lists that `contracts` (the cache)
+/// does not show.
+///
+/// The cache may lag behind a create. A contract the controller created but
+/// cannot see yet must still be released when its entry leaves, the deleting
+/// path must not delete before ALL contracts are Released, and the finalizer must
+/// not go around a contract. So the controller reads each of these directly (a
+/// GET by name, never a list) and adds what it finds to `contracts` before
+/// [`decide`]. Once the status stops listing a contract that is gone, nothing is read.
+#[must_use]
+pub fn unseen_contracts(infra: &Infra, contracts: &[Arc<ComputeContract>]) -> Vec<String> {
+    let observed = by_name(contracts);
+    old_rows(infra)
+        .values()
+        .map(|r| r.compute_contract.as_str())
+        .filter(|name| !observed.contains_key(name))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Releases `existing` if it is not yet released; deletes it once Released.
 fn release_or_delete(
     infra: &Infra,

@@ -142,7 +142,8 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let object = format!("Infra {namespace}/{}", infra.name_any());
-    let contracts = owned_contracts(&state.contracts, &infra);
+    let mut contracts = owned_contracts(&state.contracts, &infra);
+    read_unseen(ctx, &namespace, &infra, &mut contracts).await?;
     let plan = decide::decide(&infra, &contracts, ctx.clock.now());
 
     // The finalizer helper removes the finalizer as soon as its cleanup returns Ok,
@@ -170,6 +171,28 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         object,
         source: Box::new(source),
     })
+}
+
+/// The contracts the status lists but the cache does not show, read directly
+/// (by name); those that exist are added to `contracts`.
+async fn read_unseen(
+    ctx: &Context,
+    namespace: &str,
+    infra: &Infra,
+    contracts: &mut Vec<Arc<ComputeContract>>,
+) -> Result<()> {
+    let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in decide::unseen_contracts(infra, contracts) {
+        let found = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("get ComputeContract {namespace}/{name}"), e))?;
+        if let Some(found) = found {
+            tracing::debug!(contract = %name, "not in the cache yet; read directly");
+            contracts.push(Arc::new(found));
+        }
+    }
+    Ok(())
 }
 
 fn error_policy(infra: Arc<Infra>, error: &Error, _state: Arc<Reconciler>) -> Action {

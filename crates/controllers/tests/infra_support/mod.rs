@@ -10,7 +10,7 @@ use api::{
     Location, NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef,
 };
 use chrono::{DateTime, Utc};
-use controllers::infra::decide::{InfraPlan, decide};
+use controllers::infra::decide::{InfraPlan, decide, unseen_contracts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -114,6 +114,10 @@ pub struct World {
     pub contracts: BTreeMap<String, ComputeContract>,
     pub history: Vec<Write>,
     pub infra_gone: bool,
+    /// Contracts created while the cache lags: not yet shown by the cache.
+    pub hidden: std::collections::BTreeSet<String>,
+    /// Whether the cache lags behind creates.
+    pub lagging: bool,
     uid: u64,
     rv: u64,
     pub step: i64,
@@ -126,6 +130,8 @@ impl World {
             contracts: BTreeMap::new(),
             history: vec![],
             infra_gone: false,
+            hidden: std::collections::BTreeSet::new(),
+            lagging: false,
             uid: 0,
             rv: 0,
             step: 0,
@@ -140,10 +146,32 @@ impl World {
         t0() + chrono::Duration::seconds(self.step)
     }
 
-    /// Runs decide on what is observed now (no memory: a restart is the same call).
+    /// What the cache shows: every contract but the hidden ones.
+    pub fn cache_view(&self) -> Vec<Arc<ComputeContract>> {
+        self.contracts
+            .iter()
+            .filter(|(name, _)| !self.hidden.contains(*name))
+            .map(|(_, c)| Arc::new(c.clone()))
+            .collect()
+    }
+
+    /// Runs decide as the controller does: the cache, plus direct reads of the contracts
+    /// the status lists that the cache lacks (no memory: a restart is the same call).
     pub fn plan(&mut self) -> InfraPlan {
         self.step += 1;
-        decide(&self.infra, &self.observed(), self.now())
+        let mut view = self.cache_view();
+        for name in unseen_contracts(&self.infra, &view) {
+            if let Some(found) = self.contracts.get(&name) {
+                view.push(Arc::new(found.clone()));
+            }
+        }
+        decide(&self.infra, &view, self.now())
+    }
+
+    /// The cache catches up.
+    pub fn sync(&mut self) {
+        self.hidden.clear();
+        self.lagging = false;
     }
 
     fn bump(&mut self) -> String {
@@ -178,6 +206,9 @@ impl World {
                 created.metadata.uid = Some(format!("cc-uid-{}", self.uid));
                 created.metadata.resource_version = Some(rv);
                 created.status = None;
+                if self.lagging {
+                    self.hidden.insert(name.clone());
+                }
                 self.contracts.insert(name, created);
             }
         }
