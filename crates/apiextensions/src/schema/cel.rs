@@ -123,10 +123,8 @@ impl CompiledRule {
                 "may not be set if oldSelf is not used in rule",
             ));
         }
-        let field_path = rule
-            .get("fieldPath")
-            .and_then(Value::as_str)
-            .map(normalize_field_path);
+        // resolved against the schema by the parser (`resolve_field_path`)
+        let field_path = None;
         Some(Self {
             index,
             rule: text.to_string(),
@@ -151,9 +149,8 @@ fn compile_program(text: &str) -> Result<Program, String> {
     Ok(program)
 }
 
-/// Variables a CRD rule may use (`apiVersion`/`apiGroup`/`kind` at the root only in newer
-/// servers; accepted everywhere here).
-const VARIABLES: &[&str] = &["self", "oldSelf", "apiVersion", "apiGroup", "kind"];
+/// Variables a CRD rule may use (apiextensions `cel/compilation.go` declares only these).
+const VARIABLES: &[&str] = &["self", "oldSelf"];
 
 /// Identifiers that name types (`type(x) == int`) or function namespaces (`math.least`).
 const TYPE_AND_NAMESPACE_IDENTS: &[&str] = &[
@@ -264,36 +261,53 @@ fn is_operator(name: &str) -> bool {
     name.starts_with('_') || name.starts_with('!') || name.starts_with('-') || name.starts_with('@')
 }
 
-/// `.spec.foo` / `.foo['bar.baz']` -> `spec.foo` / `foo[bar.baz]` (apimachinery `Child` form).
-fn normalize_field_path(path: &str) -> String {
+/// Resolves a rule's `fieldPath` (`.spec.foo`, `.labels['a.b/c']`) against the schema of
+/// the rule's node like `ValidFieldPath`: named properties become `spec.foo`, map keys
+/// `labels[a.b/c]`. Fails when the path does not name a field of the schema.
+pub(crate) fn resolve_field_path(node: &Node, path: &str) -> Result<String, String> {
+    let invalid = || "does not refer to a valid field".to_string();
     let mut out = String::new();
-    let mut rest = path;
+    let mut current = node;
+    let mut rest = path.trim();
+    let mut first = true;
     while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("['")
-            && let Some(end) = after.find("']")
-        {
-            out.push('[');
-            out.push_str(&after[..end]);
-            out.push(']');
+        let name: String;
+        if let Some(after) = rest.strip_prefix("['") {
+            let end = after
+                .find("']")
+                .ok_or_else(|| "unexpected end of JSON path".to_string())?;
+            name = after[..end].replace("\\'", "'");
             rest = &after[end + 2..];
-        } else if let Some(after) = rest.strip_prefix('.') {
+        } else {
+            let after = match rest.strip_prefix('.') {
+                Some(a) => a,
+                None if first => rest,
+                None => return Err(invalid()),
+            };
             let end = after.find(['.', '[']).unwrap_or(after.len());
+            if end == 0 {
+                return Err(invalid());
+            }
+            name = after[..end].to_string();
+            rest = &after[end..];
+        }
+        first = false;
+        if !current.properties.is_empty() {
+            current = current.properties.get(&name).ok_or_else(invalid)?;
             if !out.is_empty() {
                 out.push('.');
             }
-            out.push_str(&after[..end]);
-            rest = &after[end..];
+            out.push_str(&name);
+        } else if let Some(values) = current.additional_properties.as_deref() {
+            current = values;
+            out.push('[');
+            out.push_str(&name);
+            out.push(']');
         } else {
-            let end = rest.find(['.', '[']).unwrap_or(rest.len());
-            if end == 0 {
-                out.push_str(rest);
-                break;
-            }
-            out.push_str(&rest[..end]);
-            rest = &rest[end..];
+            return Err(invalid());
         }
     }
-    out
+    Ok(out)
 }
 
 /// A context with the standard and Kubernetes CEL libraries.
@@ -543,13 +557,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn field_paths_normalize_to_apimachinery_form() {
-        assert_eq!(normalize_field_path(".spec.foo"), "spec.foo");
+    fn field_paths_resolve_to_apimachinery_form() {
+        let mut errors = Vec::new();
+        let node = super::super::parse::parse(
+            &serde_json::json!({"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {"foo": {"type": "string"}, "a.b": {"type": "string"}}},
+                "testMap": {"type": "object", "additionalProperties": {"type": "string"}}}}),
+            "s",
+            super::super::parse::Position::Root,
+            &mut errors,
+        );
+        assert!(errors.is_empty());
+        assert_eq!(resolve_field_path(&node, ".spec.foo").unwrap(), "spec.foo");
         assert_eq!(
-            normalize_field_path(".testMap['foo.34$']"),
+            resolve_field_path(&node, ".spec['a.b']").unwrap(),
+            "spec.a.b"
+        );
+        assert_eq!(
+            resolve_field_path(&node, ".testMap['foo.34$']").unwrap(),
             "testMap[foo.34$]"
         );
-        assert_eq!(normalize_field_path("foo"), "foo");
+        assert_eq!(
+            resolve_field_path(&node, ".testMap.x").unwrap(),
+            "testMap[x]"
+        );
+        assert!(resolve_field_path(&node, ".spec.nope").is_err());
+        assert!(resolve_field_path(&node, ".spec[0]").is_err());
     }
 
     #[test]

@@ -249,7 +249,26 @@ pub(crate) fn parse(
     {
         for (i, rule) in rules.iter().enumerate() {
             let rule_path = format!("{path}.x-kubernetes-validations[{i}]");
-            if let Some(compiled) = CompiledRule::compile(rule, i, &rule_path, errors) {
+            if let Some(mut compiled) = CompiledRule::compile(rule, i, &rule_path, errors) {
+                if let Some(field_path) = rule.get("fieldPath").and_then(Value::as_str) {
+                    let at = format!("{rule_path}.fieldPath");
+                    if field_path.trim().is_empty() {
+                        errors.push(FieldError::invalid(
+                            &at,
+                            BadValue::Str(field_path),
+                            "fieldPath must be non-empty if specified",
+                        ));
+                    } else {
+                        match super::cel::resolve_field_path(&node, field_path) {
+                            Ok(resolved) => compiled.field_path = Some(resolved),
+                            Err(_) => errors.push(FieldError::invalid(
+                                &at,
+                                BadValue::Str(field_path),
+                                "fieldPath must be a valid path",
+                            )),
+                        }
+                    }
+                }
                 node.rules.push(compiled);
             }
         }

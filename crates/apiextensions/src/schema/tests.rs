@@ -648,3 +648,28 @@ fn cel_rules_selecting_undeclared_fields_reject_the_crd() {
         "x-kubernetes-validations": [{"rule": "has(self.metadata.labels)"}]}));
     assert!(root_labels.is_err());
 }
+
+#[test]
+fn cel_field_path_names_the_error_field() {
+    let s = schema(
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+        "x-kubernetes-validations": [{"rule": "self.min <= self.max", "message": "min above max", "fieldPath": ".min"}],
+        "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}}}}}),
+    );
+    assert_eq!(
+        messages(&s.validate(&json!({"spec": {"min": 3, "max": 1}}), None)),
+        ["spec.min: Invalid value: \"object\": min above max"]
+    );
+    let err = StructuralSchema::from_value(
+        &json!({"type": "object", "properties": {"spec": {"type": "object",
+        "x-kubernetes-validations": [{"rule": "true", "fieldPath": ".nope"}],
+        "properties": {"min": {"type": "integer"}}}}}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        [
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].fieldPath: Invalid value: \".nope\": fieldPath must be a valid path"
+        ]
+    );
+}
