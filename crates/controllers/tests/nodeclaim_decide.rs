@@ -1,360 +1,20 @@
-//! The NodeClaim decision, driven through a small in-memory world: `decide`
-//! plans, the world applies the plan (as `act` would) and a stand-in for the
-//! Infra controller and the market moves the contracts.
+//! The NodeClaim decision: composition, deletion, bad input and the
+//! invariants over random claims (one Infra, one entry per live claim, no
+//! secret outside the join Secret).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+mod nodeclaim_support;
 
-use api::names::{
-    CLUSTER_FINALIZER, CONTRACT_LABEL, INFRA_NAME_LABEL, NODECLAIM_FINALIZER,
-    compute_contract_name, entry_name, join_secret_name,
-};
-use api::{
-    Cluster, ClusterSpec, ClusterStatus, ComputeContract, ComputeContractPhase,
-    ComputeContractStatus, ConditionStatus, Guest, Infra, Location, NodeClaim, NodeClaimPhase,
-    NodeClaimSpec, Receipt, Resources, find_condition,
-};
-use chrono::{DateTime, Duration, Utc};
-use controllers::nodeclaim::compose::ClusterKey;
-use controllers::nodeclaim::conditions::{DEPLOYED, INFRA_COMPOSED, JOINED, READY, reason};
-use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
+use api::names::{CONTRACT_LABEL, compute_contract_name, entry_name, join_secret_name};
+use api::{ConditionStatus, NodeClaim, NodeClaimPhase};
+use chrono::Duration;
+use controllers::nodeclaim::conditions::{INFRA_COMPOSED, READY, reason};
+use controllers::nodeclaim::decide::{InfraAction, Plan};
 use controllers::nodeclaim::graces::to_time;
-use controllers::{Clock, ManualClock};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
+use nodeclaim_support::*;
 use proptest::prelude::*;
-
-const NS: &str = "tenant-a";
-const CONTRACT_NS: &str = "socialweb-system";
-const URL: &str = "https://c1.tenant-a.example:6443";
-const CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tQ0EtU0VDUkVU";
-
-fn start() -> DateTime<Utc> {
-    DateTime::from_timestamp(1_800_000_000, 0).unwrap()
-}
-
-fn cluster(name: &str) -> Cluster {
-    let mut c = Cluster::new(
-        name,
-        ClusterSpec {
-            account: "did:plc:tenant".into(),
-            running: true,
-        },
-    );
-    c.metadata.namespace = Some(NS.into());
-    c.metadata.uid = Some(format!("uid-cluster-{name}"));
-    c.metadata.resource_version = Some("1".into());
-    c.status = Some(ClusterStatus {
-        url: Some(URL.into()),
-        ca_data: Some(CA.into()),
-        ..ClusterStatus::default()
-    });
-    c
-}
-
-fn resources() -> Resources {
-    Resources {
-        cpus: 2,
-        memory: 4096,
-        disk: 20,
-        network: 100,
-    }
-}
-
-fn claim(name: &str, uid: &str, cluster: &str) -> NodeClaim {
-    let mut c = NodeClaim::new(
-        name,
-        NodeClaimSpec {
-            cluster_name: cluster.into(),
-            resources: resources(),
-            location: Location {
-                country: "DE".into(),
-                region: None,
-            },
-            owner_did: None,
-            adopt: None,
-            join_grace_seconds: 900,
-            loss_grace_seconds: 300,
-        },
-    );
-    c.metadata.namespace = Some(NS.into());
-    c.metadata.uid = Some(uid.into());
-    c.metadata.generation = Some(1);
-    c.metadata.resource_version = Some("1".into());
-    c
-}
-
-/// The objects the reconciler sees, and a stand-in for everyone else.
-#[derive(Clone)]
-struct World {
-    key: ClusterKey,
-    cluster: Option<Cluster>,
-    claims: Vec<NodeClaim>,
-    infra: Option<Infra>,
-    contracts: Vec<ComputeContract>,
-    secrets: Vec<Secret>,
-    tokens: u32,
-}
-
-impl World {
-    fn new(cluster_name: &str) -> Self {
-        Self {
-            key: ClusterKey {
-                namespace: NS.into(),
-                name: cluster_name.into(),
-            },
-            cluster: Some(cluster(cluster_name)),
-            claims: Vec::new(),
-            infra: None,
-            contracts: Vec::new(),
-            secrets: Vec::new(),
-            tokens: 0,
-        }
-    }
-
-    fn decide(&self, now: DateTime<Utc>) -> Plan {
-        let claims: Vec<&NodeClaim> = self.claims.iter().collect();
-        let contracts: Vec<&ComputeContract> = self.contracts.iter().collect();
-        let secrets: Vec<&Secret> = self.secrets.iter().collect();
-        decide(&Observed {
-            key: &self.key,
-            cluster: self.cluster.as_ref(),
-            claims: &claims,
-            infra: self.infra.as_ref(),
-            contracts: &contracts,
-            secrets: &secrets,
-            contract_namespace: CONTRACT_NS,
-            now,
-        })
-    }
-
-    /// Decide and apply the plan, as `act` would against the API server.
-    fn reconcile(&mut self, now: DateTime<Utc>) -> Plan {
-        let plan = self.decide(now);
-        self.apply(&plan);
-        plan
-    }
-
-    fn apply(&mut self, plan: &Plan) {
-        if plan.add_cluster_finalizer.is_some() {
-            let c = self.cluster.as_mut().unwrap();
-            c.finalizers_mut().push(CLUSTER_FINALIZER.into());
-        }
-        for change in &plan.add_claim_finalizers {
-            let c = self.claim_mut(&change.name);
-            c.finalizers_mut().push(NODECLAIM_FINALIZER.into());
-        }
-        for s in &plan.write_secrets {
-            let token = s.token.clone().unwrap_or_else(|| {
-                self.tokens += 1;
-                format!("secret-token-{}", self.tokens)
-            });
-            self.secrets.retain(|x| x.name_any() != s.name);
-            self.secrets.push(s.to_secret(&token));
-        }
-        match &plan.infra {
-            Some(InfraAction::Apply(infra)) => {
-                let mut infra = (**infra).clone();
-                if let Some(old) = &self.infra {
-                    infra.metadata.deletion_timestamp = old.metadata.deletion_timestamp.clone();
-                }
-                self.infra = Some(infra);
-            }
-            Some(InfraAction::Delete) => {
-                self.infra.as_mut().unwrap().metadata.deletion_timestamp = Some(to_time(start()));
-            }
-            _ => {}
-        }
-        for name in &plan.delete_secrets {
-            self.secrets.retain(|s| &s.name_any() != name);
-        }
-        for change in &plan.claim_statuses {
-            self.claim_mut(&change.name).status = Some(change.status.clone());
-        }
-        for change in &plan.remove_claim_finalizers {
-            self.claim_mut(&change.name)
-                .finalizers_mut()
-                .retain(|f| f != NODECLAIM_FINALIZER);
-        }
-        if let Some(nodes) = plan.cluster_nodes {
-            self.cluster
-                .as_mut()
-                .unwrap()
-                .status
-                .as_mut()
-                .unwrap()
-                .nodes = Some(nodes);
-        }
-        if plan.remove_cluster_finalizer.is_some() {
-            self.cluster
-                .as_mut()
-                .unwrap()
-                .finalizers_mut()
-                .retain(|f| f != CLUSTER_FINALIZER);
-        }
-        // Objects being deleted go once their finalizers are gone.
-        self.claims
-            .retain(|c| c.metadata.deletion_timestamp.is_none() || !c.finalizers().is_empty());
-        if self
-            .cluster
-            .as_ref()
-            .is_some_and(|c| c.metadata.deletion_timestamp.is_some() && c.finalizers().is_empty())
-        {
-            self.cluster = None;
-        }
-    }
-
-    /// The Infra controller and the market, one step: contracts for entries
-    /// (Pending), left entries released and then deleted, a deleting Infra
-    /// emptied and then gone.
-    fn infra_step(&mut self) {
-        let Some(infra) = &self.infra else { return };
-        let deleting = infra.metadata.deletion_timestamp.is_some();
-        let infra_name = infra.name_any();
-        let entries: Vec<String> = if deleting {
-            Vec::new()
-        } else {
-            infra
-                .spec
-                .contracts
-                .iter()
-                .map(|c| c.name.clone())
-                .collect()
-        };
-        self.contracts.retain(|c| {
-            entries.contains(&c.labels()[CONTRACT_LABEL])
-                || phase_of(c) != Some(ComputeContractPhase::Released)
-        });
-        for c in &mut self.contracts {
-            if !entries.contains(&c.labels()[CONTRACT_LABEL]) {
-                set_phase(c, ComputeContractPhase::Released, None);
-            }
-        }
-        for entry in &entries {
-            if !self
-                .contracts
-                .iter()
-                .any(|c| &c.labels()[CONTRACT_LABEL] == entry)
-            {
-                self.contracts.push(contract(&infra_name, entry));
-            }
-        }
-        if deleting && self.contracts.is_empty() {
-            self.infra = None;
-        }
-    }
-
-    fn claim_mut(&mut self, name: &str) -> &mut NodeClaim {
-        self.claims
-            .iter_mut()
-            .find(|c| c.name_any() == name)
-            .unwrap()
-    }
-
-    fn claim(&self, name: &str) -> &NodeClaim {
-        self.claims.iter().find(|c| c.name_any() == name).unwrap()
-    }
-
-    fn contract_of(&mut self, claim: &str) -> &mut ComputeContract {
-        let entry = entry_name(&self.claim(claim).uid().unwrap());
-        self.contracts
-            .iter_mut()
-            .find(|c| c.labels()[CONTRACT_LABEL] == entry)
-            .unwrap()
-    }
-
-    fn entries(&self) -> Vec<String> {
-        self.infra
-            .as_ref()
-            .map(|i| i.spec.contracts.iter().map(|c| c.name.clone()).collect())
-            .unwrap_or_default()
-    }
-
-    /// Reconcile and let the others move until nothing changes.
-    fn settle(&mut self, now: DateTime<Utc>) {
-        for _ in 0..20 {
-            let plan = self.reconcile(now);
-            let before = serde_json::to_string(&(&self.contracts, &self.infra)).unwrap();
-            self.infra_step();
-            let after = serde_json::to_string(&(&self.contracts, &self.infra)).unwrap();
-            if plan.is_empty() && before == after {
-                return;
-            }
-        }
-        panic!("did not settle");
-    }
-}
-
-fn contract(infra: &str, entry: &str) -> ComputeContract {
-    let spec = api::compute_contract_spec(
-        &api::ContractEntry {
-            name: entry.into(),
-            resources: resources(),
-            location: Location {
-                country: "DE".into(),
-                region: None,
-            },
-            role: api::Role::Worker,
-        },
-        None,
-        None,
-    );
-    let mut c = ComputeContract::new(&compute_contract_name(infra, entry), spec);
-    c.metadata.namespace = Some(CONTRACT_NS.into());
-    c.metadata.labels = Some(BTreeMap::from([
-        (INFRA_NAME_LABEL.into(), infra.into()),
-        (CONTRACT_LABEL.into(), entry.into()),
-    ]));
-    c.status = Some(ComputeContractStatus {
-        phase: Some(ComputeContractPhase::Pending),
-        ..ComputeContractStatus::default()
-    });
-    c
-}
-
-fn phase_of(c: &ComputeContract) -> Option<ComputeContractPhase> {
-    c.status.as_ref().and_then(|s| s.phase)
-}
-
-fn set_phase(c: &mut ComputeContract, phase: ComputeContractPhase, guest: Option<Guest>) {
-    let status = c.status.get_or_insert_with(ComputeContractStatus::default);
-    status.phase = Some(phase);
-    status.guest = guest;
-}
-
-fn guest(node_id: Option<&str>) -> Option<Guest> {
-    Some(Guest {
-        provider: "did:web:provider.example".into(),
-        address: Some("10.0.0.7".into()),
-        node_id: node_id.map(Into::into),
-    })
-}
-
-fn cond<'a>(world: &'a World, claim: &str, type_: &str) -> &'a api::Condition {
-    find_condition(
-        &world.claim(claim).status.as_ref().unwrap().conditions,
-        type_,
-    )
-    .unwrap_or_else(|| panic!("{claim} has no {type_}"))
-}
-
-fn phase(world: &World, claim: &str) -> Option<NodeClaimPhase> {
-    world.claim(claim).status.as_ref().and_then(|s| s.phase)
-}
-
-fn two_claims() -> World {
-    let mut w = World::new("c1");
-    w.claims.push(claim("worker-a", "uid-a", "c1"));
-    let mut b = claim("worker-b", "uid-b", "c1");
-    b.spec.owner_did = Some("did:plc:someone-else".into());
-    b.spec.adopt = Some(Receipt {
-        uri: "at://did:web:provider.example/receipt/1".into(),
-        cid: "bafyreceipt".into(),
-    });
-    w.claims.push(b);
-    w
-}
 
 #[test]
 fn two_claims_make_one_infra_with_two_node_entries() {
@@ -466,162 +126,6 @@ fn converged_world_plans_nothing_and_keeps_tokens() {
             after.data.as_ref().unwrap()["token"]
         );
     }
-}
-
-#[test]
-fn phases_follow_the_contract_to_joined() {
-    let mut w = two_claims();
-    w.settle(start());
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Bidding,
-        None,
-    );
-    w.reconcile(start());
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Requesting));
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(None),
-    );
-    let plan = w.reconcile(start() + Duration::seconds(10));
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Deployed));
-    assert!(cond(&w, "worker-a", DEPLOYED).is_true());
-    assert_eq!(
-        cond(&w, "worker-a", JOINED).reason,
-        reason::WAITING_FOR_NODE
-    );
-    assert_eq!(plan.requeue_at, Some(start() + Duration::seconds(910)));
-    let grant = w
-        .claim("worker-a")
-        .status
-        .as_ref()
-        .unwrap()
-        .grant_expires_at
-        .clone();
-    assert_eq!(grant, Some(to_time(start() + Duration::seconds(910))));
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(Some("node-7")),
-    );
-    w.reconcile(start() + Duration::seconds(20));
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Joined));
-    assert!(cond(&w, "worker-a", READY).is_true());
-    assert_eq!(
-        w.claim("worker-a")
-            .status
-            .as_ref()
-            .unwrap()
-            .guest
-            .as_ref()
-            .unwrap()
-            .node_id
-            .as_deref(),
-        Some("node-7")
-    );
-    // The other claim is untouched by all this.
-    assert_eq!(phase(&w, "worker-b"), Some(NodeClaimPhase::Requesting));
-}
-
-#[test]
-fn join_grace_fires_exactly_at_the_deadline() {
-    let clock = ManualClock::new(start());
-    let mut w = two_claims();
-    w.settle(clock.now());
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(None),
-    );
-    let plan = w.reconcile(clock.now());
-    let deadline = start() + Duration::seconds(900);
-    assert_eq!(plan.requeue_at, Some(deadline));
-    clock.advance(Duration::seconds(899));
-    let plan = w.reconcile(clock.now());
-    assert_ne!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
-    assert_eq!(
-        plan.requeue_at,
-        Some(deadline),
-        "requeue at deadline - now, not a poll"
-    );
-    clock.advance(Duration::seconds(1));
-    let plan = w.reconcile(clock.now());
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
-    assert_eq!(cond(&w, "worker-a", JOINED).reason, reason::JOIN_TIMEOUT);
-    assert_eq!(cond(&w, "worker-a", READY).reason, reason::JOIN_TIMEOUT);
-    assert_eq!(
-        cond(&w, "worker-a", INFRA_COMPOSED).reason,
-        reason::CLAIM_FAILED
-    );
-    assert!(cond(&w, "worker-a", READY).message.contains("recreate"));
-    let Some(InfraAction::Apply(infra)) = &plan.infra else {
-        panic!("entry must leave")
-    };
-    assert_eq!(infra.spec.contracts.len(), 1);
-    assert_eq!(infra.spec.contracts[0].name, entry_name("uid-b"));
-    assert_eq!(plan.requeue_at, None);
-    // Failed is final: the entry stays out, the contract is released and its Secret removed.
-    w.settle(clock.now());
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
-    assert_eq!(w.entries(), vec![entry_name("uid-b")]);
-    assert!(
-        !w.secrets
-            .iter()
-            .any(|s| s.labels()[CONTRACT_LABEL] == entry_name("uid-a"))
-    );
-}
-
-#[test]
-fn loss_grace_fires_exactly_at_the_deadline_and_a_return_resets_it() {
-    let clock = ManualClock::new(start());
-    let mut w = two_claims();
-    w.settle(clock.now());
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(Some("n1")),
-    );
-    w.reconcile(clock.now());
-    clock.advance(Duration::seconds(100));
-    // Lost, then back before the grace runs out.
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Accepted,
-        None,
-    );
-    let plan = w.reconcile(clock.now());
-    assert_eq!(
-        cond(&w, "worker-a", DEPLOYED).reason,
-        reason::GUEST_UNREACHABLE
-    );
-    assert_eq!(plan.requeue_at, Some(clock.now() + Duration::seconds(300)));
-    clock.advance(Duration::seconds(299));
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(Some("n1")),
-    );
-    w.reconcile(clock.now());
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Joined));
-    // Lost again: a fresh grace from this instant.
-    clock.advance(Duration::seconds(10));
-    let lost_at = clock.now();
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        None,
-    );
-    w.reconcile(clock.now());
-    clock.advance(Duration::seconds(299));
-    let plan = w.reconcile(clock.now());
-    assert_ne!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
-    assert_eq!(plan.requeue_at, Some(lost_at + Duration::seconds(300)));
-    clock.advance(Duration::seconds(1));
-    w.reconcile(clock.now());
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
-    assert_eq!(cond(&w, "worker-a", READY).reason, reason::GUEST_LOST);
-    assert_eq!(w.entries(), vec![entry_name("uid-b")]);
 }
 
 #[test]
@@ -869,4 +373,50 @@ proptest! {
         // A second reconcile of the same world writes nothing.
         prop_assert!(w.decide(start()).is_empty());
     }
+}
+
+#[test]
+fn a_deleted_claim_of_a_missing_cluster_lets_go_at_once() {
+    let mut w = World::new("ghost");
+    w.cluster = None;
+    let mut c = claim("a", "uid-a", "ghost");
+    c.metadata.finalizers = Some(vec![api::names::NODECLAIM_FINALIZER.into()]);
+    c.metadata.deletion_timestamp = Some(to_time(start()));
+    w.claims.push(c);
+    let plan = w.reconcile(start());
+    assert_eq!(plan.remove_claim_finalizers.len(), 1);
+    assert!(w.claims.is_empty());
+}
+
+#[test]
+fn new_claims_wait_while_the_previous_infra_is_deleted() {
+    let mut w = two_claims();
+    w.settle(start());
+    w.claims.clear();
+    w.reconcile(start());
+    assert!(
+        w.infra
+            .as_ref()
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    w.claims.push(claim("next", "uid-next", "c1"));
+    let plan = w.reconcile(start());
+    assert!(matches!(plan.infra, Some(InfraAction::Keep)));
+    assert_eq!(
+        cond(&w, "next", INFRA_COMPOSED).reason,
+        reason::INFRA_DELETING
+    );
+    w.settle(start());
+    assert_eq!(w.entries(), vec![entry_name("uid-next")]);
+    assert!(
+        w.infra
+            .as_ref()
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
 }

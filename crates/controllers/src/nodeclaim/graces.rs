@@ -23,12 +23,11 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::conditions::{DEPLOYED, JOINED, condition, reason};
 
-/// A `metav1.Time` from a clock reading (nanoseconds kept).
+/// A `metav1.Time` from a clock reading, in whole seconds: the API server
+/// stores no more, so a status computed from it compares equal to what is read back.
 #[must_use]
 pub fn to_time(at: DateTime<Utc>) -> Time {
-    let ts = Timestamp::new(at.timestamp(), at.timestamp_subsec_nanos().cast_signed())
-        .unwrap_or(Timestamp::UNIX_EPOCH);
-    Time(ts)
+    Time(Timestamp::from_second(at.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
 /// A clock reading from a `metav1.Time`.

@@ -1,0 +1,191 @@
+//! The join and loss graces of a NodeClaim, proven by stepping a ManualClock:
+//! each fires exactly at its deadline, and before it the reconcile requeues
+//! at the deadline instead of polling.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod nodeclaim_support;
+
+use api::names::{CONTRACT_LABEL, entry_name};
+use api::{ComputeContractPhase, NodeClaimPhase};
+use chrono::Duration;
+use controllers::nodeclaim::conditions::{DEPLOYED, INFRA_COMPOSED, JOINED, READY, reason};
+use controllers::nodeclaim::decide::InfraAction;
+use controllers::nodeclaim::graces::to_time;
+use controllers::{Clock, ManualClock};
+use kube::ResourceExt;
+use nodeclaim_support::*;
+
+#[test]
+fn phases_follow_the_contract_to_joined() {
+    let mut w = two_claims();
+    w.settle(start());
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Bidding,
+        None,
+    );
+    w.reconcile(start());
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Requesting));
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        guest(None),
+    );
+    let plan = w.reconcile(start() + Duration::seconds(10));
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Deployed));
+    assert!(cond(&w, "worker-a", DEPLOYED).is_true());
+    assert_eq!(
+        cond(&w, "worker-a", JOINED).reason,
+        reason::WAITING_FOR_NODE
+    );
+    assert_eq!(plan.requeue_at, Some(start() + Duration::seconds(910)));
+    let grant = w
+        .claim("worker-a")
+        .status
+        .as_ref()
+        .unwrap()
+        .grant_expires_at
+        .clone();
+    assert_eq!(grant, Some(to_time(start() + Duration::seconds(910))));
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        guest(Some("node-7")),
+    );
+    w.reconcile(start() + Duration::seconds(20));
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Joined));
+    assert!(cond(&w, "worker-a", READY).is_true());
+    assert_eq!(
+        w.claim("worker-a")
+            .status
+            .as_ref()
+            .unwrap()
+            .guest
+            .as_ref()
+            .unwrap()
+            .node_id
+            .as_deref(),
+        Some("node-7")
+    );
+    // The other claim is untouched by all this.
+    assert_eq!(phase(&w, "worker-b"), Some(NodeClaimPhase::Requesting));
+}
+
+#[test]
+fn join_grace_fires_exactly_at_the_deadline() {
+    let clock = ManualClock::new(start());
+    let mut w = two_claims();
+    w.settle(clock.now());
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        guest(None),
+    );
+    let plan = w.reconcile(clock.now());
+    let deadline = start() + Duration::seconds(900);
+    assert_eq!(plan.requeue_at, Some(deadline));
+    clock.advance(Duration::seconds(899));
+    let plan = w.reconcile(clock.now());
+    assert_ne!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
+    assert_eq!(
+        plan.requeue_at,
+        Some(deadline),
+        "requeue at deadline - now, not a poll"
+    );
+    clock.advance(Duration::seconds(1));
+    let plan = w.reconcile(clock.now());
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
+    assert_eq!(cond(&w, "worker-a", JOINED).reason, reason::JOIN_TIMEOUT);
+    assert_eq!(cond(&w, "worker-a", READY).reason, reason::JOIN_TIMEOUT);
+    assert_eq!(
+        cond(&w, "worker-a", INFRA_COMPOSED).reason,
+        reason::CLAIM_FAILED
+    );
+    assert!(cond(&w, "worker-a", READY).message.contains("recreate"));
+    let Some(InfraAction::Apply(infra)) = &plan.infra else {
+        panic!("entry must leave")
+    };
+    assert_eq!(infra.spec.contracts.len(), 1);
+    assert_eq!(infra.spec.contracts[0].name, entry_name("uid-b"));
+    assert_eq!(plan.requeue_at, None);
+    // Failed is final: the entry stays out, the contract is released and its Secret removed.
+    w.settle(clock.now());
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
+    assert_eq!(w.entries(), vec![entry_name("uid-b")]);
+    assert!(
+        !w.secrets
+            .iter()
+            .any(|s| s.labels()[CONTRACT_LABEL] == entry_name("uid-a"))
+    );
+}
+
+#[test]
+fn loss_grace_fires_exactly_at_the_deadline_and_a_return_resets_it() {
+    let clock = ManualClock::new(start());
+    let mut w = two_claims();
+    w.settle(clock.now());
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        guest(Some("n1")),
+    );
+    w.reconcile(clock.now());
+    clock.advance(Duration::seconds(100));
+    // Lost, then back before the grace runs out.
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Accepted,
+        None,
+    );
+    let plan = w.reconcile(clock.now());
+    assert_eq!(
+        cond(&w, "worker-a", DEPLOYED).reason,
+        reason::GUEST_UNREACHABLE
+    );
+    assert_eq!(plan.requeue_at, Some(clock.now() + Duration::seconds(300)));
+    clock.advance(Duration::seconds(299));
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        guest(Some("n1")),
+    );
+    w.reconcile(clock.now());
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Joined));
+    // Lost again: a fresh grace from this instant.
+    clock.advance(Duration::seconds(10));
+    let lost_at = clock.now();
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        None,
+    );
+    w.reconcile(clock.now());
+    clock.advance(Duration::seconds(299));
+    let plan = w.reconcile(clock.now());
+    assert_ne!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
+    assert_eq!(plan.requeue_at, Some(lost_at + Duration::seconds(300)));
+    clock.advance(Duration::seconds(1));
+    w.reconcile(clock.now());
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
+    assert_eq!(cond(&w, "worker-a", READY).reason, reason::GUEST_LOST);
+    assert_eq!(w.entries(), vec![entry_name("uid-b")]);
+}
+
+#[test]
+fn a_failed_contract_fails_the_claim_at_once_and_drops_its_entry() {
+    let mut w = two_claims();
+    w.settle(start());
+    set_phase(
+        w.contract_of("worker-b"),
+        ComputeContractPhase::Failed,
+        None,
+    );
+    w.contract_of("worker-b").status.as_mut().unwrap().message = Some("no bid came".into());
+    let plan = w.reconcile(start() + Duration::seconds(1));
+    assert_eq!(phase(&w, "worker-b"), Some(NodeClaimPhase::Failed));
+    assert_eq!(cond(&w, "worker-b", READY).reason, reason::CONTRACT_FAILED);
+    assert!(cond(&w, "worker-b", READY).message.contains("no bid came"));
+    assert!(matches!(plan.infra, Some(InfraAction::Apply(_))));
+    assert_eq!(w.entries(), vec![entry_name("uid-a")]);
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Requesting));
+}
