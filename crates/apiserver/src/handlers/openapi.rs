@@ -1,0 +1,81 @@
+//! Minimal OpenAPI: enough for `kubectl apply` to send `fieldValidation=Strict` and for
+//! `kubectl explain` to show custom resource field descriptions.
+
+use serde_json::{Value, json};
+
+use crate::registry::Registry;
+use crate::status::{ApiError, ApiResult};
+
+/// `/openapi/v2`: an empty but valid Swagger document.
+#[must_use]
+pub fn v2(_registry: &Registry) -> Value {
+    json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {}, "definitions": {}})
+}
+
+/// `/openapi/v3`: the index of group-version documents.
+#[must_use]
+pub fn v3_index(registry: &Registry) -> Value {
+    let mut paths = serde_json::Map::new();
+    paths.insert(
+        "api/v1".into(),
+        json!({"serverRelativeURL": "/openapi/v3/api/v1"}),
+    );
+    for (group, versions) in registry.groups() {
+        if group.is_empty() {
+            continue;
+        }
+        for v in versions {
+            let key = format!("apis/{group}/{v}");
+            paths.insert(
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}")}),
+            );
+        }
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/<api/v1 | apis/g/v>`.
+///
+/// # Errors
+/// 404 for an unknown group/version.
+pub fn v3_document(registry: &Registry, group: &str, version: &str) -> ApiResult<Value> {
+    let resources = registry.group_version(group, version);
+    if resources.is_empty() {
+        return Err(ApiError::no_route(&format!("openapi/v3 {group}/{version}")));
+    }
+    let mut paths = serde_json::Map::new();
+    if group.is_empty() {
+        paths.insert(
+            "/api/v1/namespaces/{name}".into(),
+            json!({"patch": {
+                "operationId": "patchCoreV1Namespace",
+                "parameters": [
+                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                    {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                ],
+                "responses": {"200": {"description": "OK"}},
+            }}),
+        );
+    }
+    let mut schemas = serde_json::Map::new();
+    for r in &resources {
+        let Some(schema) = &r.schema else {
+            continue;
+        };
+        let mut schema = schema.raw().clone();
+        schema["x-kubernetes-group-version-kind"] =
+            json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
+        let reversed: Vec<&str> = r.group.split('.').rev().collect();
+        schemas.insert(
+            format!("{}.{}.{}", reversed.join("."), r.version, r.kind),
+            schema,
+        );
+    }
+    Ok(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }))
+}

@@ -1,0 +1,185 @@
+//! Rendering stored objects for a served version and filtering them by scope and selectors.
+
+use serde_json::{Value, json};
+
+use super::params::{Params, Render};
+use crate::paths::ResourcePath;
+use crate::registry::Resource;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::{ApiError, ApiResult};
+use crate::store::StoredObject;
+
+/// Whether objects of `res` must be parsed to be served (defaults on read, version rewrite).
+#[must_use]
+pub fn needs_transform(res: &Resource) -> bool {
+    res.custom && (res.schema.is_some() || res.version != res.storage_version)
+}
+
+/// The full object as served by `res` (defaults applied, apiVersion of the served version).
+#[must_use]
+pub fn object_value(res: &Resource, stored: &StoredObject) -> Value {
+    let mut value = stored.value();
+    if res.custom {
+        if let Some(schema) = &res.schema {
+            schema.apply_defaults(&mut value);
+        }
+        value["apiVersion"] = Value::String(res.api_version());
+    }
+    value
+}
+
+/// `PartialObjectMetadata` of an object.
+#[must_use]
+pub fn metadata_value(stored: &StoredObject) -> Value {
+    let value = stored.value();
+    json!({
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// The object rendered for a request (Tables render as full objects here).
+#[must_use]
+pub fn render_value(res: &Resource, stored: &StoredObject, render: Render) -> Value {
+    match render {
+        Render::Metadata => metadata_value(stored),
+        Render::Full | Render::Table => object_value(res, stored),
+    }
+}
+
+/// Appends the rendered object's JSON to `out` (splicing stored bytes when possible).
+pub fn write_rendered(out: &mut Vec<u8>, res: &Resource, stored: &StoredObject, render: Render) {
+    if render == Render::Full && !needs_transform(res) {
+        out.extend_from_slice(&stored.json);
+    } else {
+        let value = render_value(res, stored, render);
+        // Serializing a Value cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &value);
+    }
+}
+
+/// Which objects a list or watch returns.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    namespace: Option<String>,
+    name: Option<String>,
+    labels: Option<LabelSelector>,
+    fields: Option<FieldSelector>,
+}
+
+fn allowed_field(res: &Resource, field: &str) -> bool {
+    if matches!(field, "metadata.name" | "metadata.namespace") {
+        return true;
+    }
+    if res.selectable_fields.iter().any(|f| f == field) {
+        return true;
+    }
+    match (res.group.as_str(), res.plural.as_str()) {
+        ("", "events") => {
+            field.starts_with("involvedObject.")
+                || matches!(field, "reason" | "reportingComponent" | "source" | "type")
+        }
+        ("events.k8s.io", "events") => {
+            field.starts_with("regarding.")
+                || matches!(field, "reason" | "reportingController" | "type")
+        }
+        ("", "secrets") => field == "type",
+        ("", "namespaces") => field == "status.phase",
+        ("", "pods") => matches!(
+            field,
+            "spec.nodeName" | "status.phase" | "spec.serviceAccountName"
+        ),
+        _ => false,
+    }
+}
+
+impl Filter {
+    /// Builds the filter of a request.
+    ///
+    /// # Errors
+    /// 400 for selectors that do not parse or name unsupported fields.
+    pub fn new(res: &Resource, path: &ResourcePath, params: &Params) -> ApiResult<Self> {
+        let labels =
+            match &params.label_selector {
+                Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
+                    ApiError::bad_request(format!("unable to parse requirement: {e}"))
+                })?),
+                None => None,
+            };
+        let fields = match &params.field_selector {
+            Some(s) => {
+                let selector = FieldSelector::parse(s)
+                    .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+                for field in selector.field_names() {
+                    if !allowed_field(res, field) {
+                        return Err(ApiError::bad_request(format!(
+                            "field label not supported: {field}"
+                        )));
+                    }
+                }
+                Some(selector)
+            }
+            None => None,
+        };
+        Ok(Self {
+            namespace: path.namespace.clone(),
+            name: path.name.clone(),
+            labels,
+            fields,
+        })
+    }
+
+    /// The namespace scope, if any.
+    #[must_use]
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// Whether the object is in scope and matches the selectors.
+    #[must_use]
+    pub fn matches(&self, stored: &StoredObject) -> bool {
+        if let Some(ns) = &self.namespace
+            && &stored.namespace != ns
+        {
+            return false;
+        }
+        if let Some(name) = &self.name
+            && &stored.name != name
+        {
+            return false;
+        }
+        if let Some(labels) = &self.labels
+            && !labels.matches(&stored.labels)
+        {
+            return false;
+        }
+        if let Some(fields) = &self.fields {
+            let parsed = fields
+                .field_names()
+                .iter()
+                .any(|f| !matches!(*f, "metadata.name" | "metadata.namespace"))
+                .then(|| stored.value());
+            return fields.matches(|field| match field {
+                "metadata.name" => Some(stored.name.clone()),
+                "metadata.namespace" => Some(stored.namespace.clone()),
+                other => parsed.as_ref().and_then(|v| field_value(v, other)),
+            });
+        }
+        true
+    }
+}
+
+/// The string form of a dotted field path in an object.
+#[must_use]
+pub fn field_value(value: &Value, field: &str) -> Option<String> {
+    let mut cur = value;
+    for part in field.split('.') {
+        cur = cur.get(part)?;
+    }
+    match cur {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}

@@ -1,0 +1,418 @@
+//! create, update (PUT), patch (merge, JSON, server-side apply) and `/status` writes.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use http::{HeaderValue, StatusCode};
+use serde_json::Value;
+
+use super::read::key_of;
+use super::render::object_value;
+use super::{Req, json_response, parse_yaml};
+use crate::App;
+use crate::compat::{json_patch, merge_patch};
+use crate::fields;
+use crate::paths::ResourcePath;
+use crate::registry::{CRD_STORAGE, Resource};
+use crate::semantics::prepare::FieldValidation;
+use crate::semantics::{crd, prepare};
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Expect, ObjKey, StoredObject, WriteError};
+
+/// What a mutation decided.
+pub enum Outcome {
+    /// Store this object.
+    Store(Value),
+    /// Remove the object (its last finalizer went away).
+    Remove,
+    /// Nothing changed: no write, no event, no new resourceVersion.
+    Unchanged,
+}
+
+/// Answers with an object and any warnings.
+#[must_use]
+pub fn respond(
+    code: StatusCode,
+    res: &Resource,
+    stored: &StoredObject,
+    warnings: &[String],
+) -> Response {
+    let mut response = json_response(code, &object_value(res, stored));
+    for warning in warnings {
+        let text = format!("299 - \"{}\"", warning.replace('"', "'"));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
+    }
+    response
+}
+
+/// Stores an error of the store as an API error.
+#[must_use]
+pub fn store_error(res: &Resource, name: &str, error: WriteError) -> ApiError {
+    match error {
+        WriteError::Exists => ApiError::already_exists(&res.group, &res.plural, name),
+        WriteError::Missing => ApiError::not_found(&res.group, &res.plural, name),
+        WriteError::Stale => ApiError::stale(&res.group, &res.plural, name),
+        WriteError::Encode => ApiError::internal("the object could not be encoded"),
+    }
+}
+
+/// 404 when the namespace is missing, 403 when it is terminating.
+///
+/// # Errors
+/// As above.
+pub fn check_namespace(app: &App, res: &Resource, namespace: &str, name: &str) -> ApiResult<()> {
+    let ns_key = crate::registry::storage_key("", "namespaces");
+    match app
+        .store
+        .get(&ns_key, &(String::new(), namespace.to_string()))
+    {
+        None => Err(ApiError::not_found("", "namespaces", namespace)),
+        Some(ns) if ns.deleting => {
+            let mut err = ApiError::forbidden(format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                crate::status::qualified(&res.plural, &res.group)
+            ));
+            err.reason = "Forbidden".into();
+            Err(err)
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Stores a prepared new object.
+///
+/// # Errors
+/// 404/403 for the namespace, 409 AlreadyExists, 422 for schema violations.
+pub async fn create_object(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    mut object: Value,
+    req: &Req,
+) -> ApiResult<Response> {
+    let validation = FieldValidation::from_param(req.params.field_validation.as_deref());
+    let warnings = prepare::schema_pass(res, &mut object, None, validation)?;
+    if &*res.storage == CRD_STORAGE {
+        crd::on_write(&mut object)?;
+    }
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if res.namespaced {
+        check_namespace(app, res, &namespace, &name)?;
+    }
+    fields::update(None, &mut object, &req.manager(), None, &prepare::now());
+    if req.params.dry_run {
+        let stored = StoredObject::new(&object, 0).ok_or_else(|| ApiError::internal("encode"))?;
+        return Ok(respond(StatusCode::CREATED, res, &stored, &warnings));
+    }
+    let key: ObjKey = (namespace, name.clone());
+    let mut written = app
+        .store
+        .write(&res.storage, &key, Some(object), Expect::Absent)
+        .map_err(|e| store_error(res, &name, e))?;
+    written.wait_durable().await;
+    app.after_write(&written.change);
+    Ok(respond(
+        StatusCode::CREATED,
+        res,
+        &written.change.object,
+        &warnings,
+    ))
+}
+
+/// POST to a collection.
+///
+/// # Errors
+/// See [`create_object`].
+pub async fn create(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    path: &ResourcePath,
+    req: &Req,
+) -> ApiResult<Response> {
+    let body = req.body_object()?;
+    let object = prepare::create(res, body, path.namespace.as_deref())?;
+    create_object(app, res, object, req).await
+}
+
+/// Runs a read-modify-write until it lands on the object it read.
+///
+/// # Errors
+/// 404 when absent, or the mutation's error.
+pub async fn mutate<F>(
+    app: &Arc<App>,
+    res: &Resource,
+    key: &ObjKey,
+    dry_run: bool,
+    mut mutation: F,
+) -> ApiResult<Arc<StoredObject>>
+where
+    F: FnMut(&StoredObject) -> ApiResult<Outcome>,
+{
+    for _ in 0..64 {
+        let current = app
+            .store
+            .get(&res.storage, key)
+            .ok_or_else(|| ApiError::not_found(&res.group, &res.plural, &key.1))?;
+        let outcome = mutation(&current)?;
+        let object = match outcome {
+            Outcome::Unchanged => return Ok(current),
+            Outcome::Store(v) => Some(v),
+            Outcome::Remove => None,
+        };
+        if dry_run {
+            let preview = object.unwrap_or_else(|| current.value());
+            return StoredObject::new(&preview, current.rv)
+                .map(Arc::new)
+                .ok_or_else(|| ApiError::internal("encode"));
+        }
+        match app
+            .store
+            .write(&res.storage, key, object, Expect::Rv(current.rv))
+        {
+            Ok(mut written) => {
+                written.wait_durable().await;
+                app.after_write(&written.change);
+                return Ok(written.change.object.clone());
+            }
+            Err(WriteError::Stale | WriteError::Missing) => {}
+            Err(e) => return Err(store_error(res, &key.1, e)),
+        }
+    }
+    Err(ApiError::stale(&res.group, &res.plural, &key.1))
+}
+
+/// The common tail of updates: schema, managed fields, finalization, no-op detection.
+fn finish(
+    res: &Resource,
+    old: &Value,
+    mut new: Value,
+    req: &Req,
+    sub: Option<&str>,
+    applied: bool,
+    warnings: &mut Vec<String>,
+) -> ApiResult<Outcome> {
+    if &*res.storage == CRD_STORAGE && sub.is_none() {
+        crd::on_write(&mut new)?;
+    }
+    let validation = FieldValidation::from_param(req.params.field_validation.as_deref());
+    *warnings = prepare::schema_pass(res, &mut new, Some(old), validation)?;
+    if !old["metadata"]["deletionTimestamp"].is_null()
+        && new["metadata"]["finalizers"].is_null()
+        && !blocks_namespace(res, &new)
+    {
+        return Ok(Outcome::Remove);
+    }
+    if prepare::is_noop(old, &new) {
+        return Ok(Outcome::Unchanged);
+    }
+    if !applied {
+        fields::update(Some(old), &mut new, &req.manager(), sub, &prepare::now());
+    }
+    Ok(Outcome::Store(new))
+}
+
+/// A terminating namespace stays while its `spec.finalizers` are not empty.
+fn blocks_namespace(res: &Resource, object: &Value) -> bool {
+    res.group.is_empty()
+        && res.plural == "namespaces"
+        && object["spec"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+}
+
+fn pinned_rv(object: &Value) -> ApiResult<Option<u64>> {
+    match object["metadata"]["resourceVersion"].as_str() {
+        None | Some("") => Ok(None),
+        Some(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}"))),
+    }
+}
+
+/// PUT an object or its status.
+///
+/// # Errors
+/// 404, 409 on a stale resourceVersion, 422 for a custom resource without resourceVersion.
+pub async fn update(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    path: &ResourcePath,
+    name: &str,
+    sub: Option<&str>,
+    req: &Req,
+) -> ApiResult<Response> {
+    let body = req.body_object()?;
+    let pinned = pinned_rv(&body)?;
+    if pinned.is_none() && res.custom {
+        return Err(ApiError::invalid_field(
+            &res.group,
+            &res.kind,
+            name,
+            "FieldValueInvalid",
+            "metadata.resourceVersion",
+            "Invalid value: 0x0: must be specified for an update",
+        ));
+    }
+    let mut warnings = Vec::new();
+    let key = key_of(path, name);
+    let stored = mutate(app, res, &key, req.params.dry_run, |current| {
+        if pinned.is_some_and(|rv| rv != current.rv) {
+            return Err(ApiError::stale(&res.group, &res.plural, name));
+        }
+        let old = current.value();
+        let new = prepare::update(res, &old, body.clone(), sub.is_some())?;
+        finish(res, &old, new, req, sub, false, &mut warnings)
+    })
+    .await?;
+    Ok(respond(StatusCode::OK, res, &stored, &warnings))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PatchKind {
+    Merge,
+    Json,
+    Apply,
+}
+
+/// PATCH an object or its status.
+///
+/// # Errors
+/// 415 for unknown patch types (and strategic merge on custom resources), 400/422 for bad
+/// patches, 409 for apply conflicts or a stale pinned resourceVersion.
+pub async fn patch(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    path: &ResourcePath,
+    name: &str,
+    sub: Option<&str>,
+    req: &Req,
+) -> ApiResult<Response> {
+    let content_type = req.content_type();
+    let kind = match content_type.as_str() {
+        "application/merge-patch+json" => PatchKind::Merge,
+        "application/json-patch+json" => PatchKind::Json,
+        // Built-in kinds: strategic merge is served as a JSON merge patch (lists are replaced,
+        // not merged by key). Custom resources refuse it, as the real server does.
+        "application/strategic-merge-patch+json" if !res.custom => PatchKind::Merge,
+        "application/apply-patch+yaml" | "application/apply-patch+json" => PatchKind::Apply,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    let patch: Value = match kind {
+        PatchKind::Apply => parse_yaml(&req.body)?,
+        _ => serde_json::from_slice(&req.body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
+        })?,
+    };
+    let manager = req.manager();
+    if kind == PatchKind::Apply {
+        if req.params.field_manager.is_none() {
+            return Err(ApiError::invalid_field(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                "FieldValueRequired",
+                "fieldManager",
+                "Required value: is required for apply patch",
+            ));
+        }
+        if !patch.is_object() {
+            return Err(ApiError::bad_request(
+                "an apply configuration must be an object",
+            ));
+        }
+        if !patch["metadata"]["managedFields"].is_null() {
+            return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+        }
+    } else if kind == PatchKind::Merge && !patch.is_object() {
+        return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+    }
+    let key = key_of(path, name);
+    if kind == PatchKind::Apply && sub.is_none() && app.store.get(&res.storage, &key).is_none() {
+        let applied = fields::apply(
+            None,
+            &patch,
+            &manager,
+            None,
+            req.params.force,
+            &prepare::now(),
+        )?;
+        let mut object = prepare::create(res, applied, path.namespace.as_deref())?;
+        if object["metadata"]["name"] != Value::String(name.to_string()) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object does not match the name on the URL ({name})"
+            )));
+        }
+        // create() reset metadata; keep the apply's managedFields entry.
+        object["metadata"]["managedFields"] = fields_of(&fields::apply(
+            None,
+            &patch,
+            &manager,
+            None,
+            req.params.force,
+            &prepare::now(),
+        )?);
+        return create_object(app, res, object, req).await;
+    }
+    let mut warnings = Vec::new();
+    let stored = mutate(app, res, &key, req.params.dry_run, |current| {
+        let old = current.value();
+        let patched = match kind {
+            PatchKind::Merge => {
+                let mut v = old.clone();
+                merge_patch(&mut v, &patch);
+                v
+            }
+            PatchKind::Json => {
+                let mut v = old.clone();
+                json_patch(&mut v, &patch).map_err(|e| {
+                    ApiError::new(
+                        422,
+                        "Invalid",
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    )
+                })?;
+                v
+            }
+            PatchKind::Apply => fields::apply(
+                Some(&old),
+                &patch,
+                &manager,
+                sub,
+                req.params.force,
+                &prepare::now(),
+            )?,
+        };
+        if let Some(rv) = pinned_rv(&patched)?
+            && rv != current.rv
+        {
+            return Err(ApiError::stale(&res.group, &res.plural, name));
+        }
+        let new = prepare::update(res, &old, patched, sub.is_some())?;
+        finish(
+            res,
+            &old,
+            new,
+            req,
+            sub,
+            kind == PatchKind::Apply,
+            &mut warnings,
+        )
+    })
+    .await?;
+    Ok(respond(StatusCode::OK, res, &stored, &warnings))
+}
+
+fn fields_of(object: &Value) -> Value {
+    object["metadata"]["managedFields"].clone()
+}

@@ -1,0 +1,580 @@
+//! Resource descriptors: the built-in kinds and the custom resources registered by CRDs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::schema::CrdSchema;
+
+/// The storage identity of a resource: `<group>/<plural>` (all served versions share it).
+pub type StorageKey = Arc<str>;
+
+/// One `additionalPrinterColumns` entry.
+#[derive(Debug, Clone)]
+pub struct PrinterColumn {
+    /// Column header.
+    pub name: String,
+    /// OpenAPI type (string, integer, date, ...).
+    pub type_: String,
+    /// Optional format.
+    pub format: Option<String>,
+    /// Description.
+    pub description: String,
+    /// 0 = shown by default; higher only with `-o wide`.
+    pub priority: i64,
+    /// The JSONPath of the value.
+    pub json_path: String,
+}
+
+/// Everything the server knows about one served group/version/resource.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    /// API group ("" for core).
+    pub group: String,
+    /// Served version.
+    pub version: String,
+    /// Plural name (the URL segment).
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// Kind.
+    pub kind: String,
+    /// Kind of lists.
+    pub list_kind: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Short names for kubectl.
+    pub short_names: Vec<String>,
+    /// Categories (`all`, ...).
+    pub categories: Vec<String>,
+    /// Whether the kind has a `/status` subresource.
+    pub has_status: bool,
+    /// The structural schema of a custom resource version.
+    pub schema: Option<Arc<CrdSchema>>,
+    /// Printer columns of a custom resource version.
+    pub printer_columns: Vec<PrinterColumn>,
+    /// Extra field selectors (`selectableFields`), as dotted paths without the leading dot.
+    pub selectable_fields: Vec<String>,
+    /// Where objects are stored.
+    pub storage: StorageKey,
+    /// Whether a CRD defines this resource.
+    pub custom: bool,
+    /// The storage version (custom resources convert by rewriting apiVersion).
+    pub storage_version: String,
+}
+
+impl Resource {
+    /// `group/version` or `version` for core.
+    #[must_use]
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The verbs served.
+    #[must_use]
+    pub fn verbs(&self) -> Vec<&'static str> {
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+/// Builds the storage key of a resource.
+#[must_use]
+pub fn storage_key(group: &str, plural: &str) -> StorageKey {
+    Arc::from(format!("{group}/{plural}"))
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    all: bool,
+    status: bool,
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        kind: "Namespace",
+        namespaced: false,
+        short: &["ns"],
+        all: false,
+        status: true,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        kind: "ConfigMap",
+        namespaced: true,
+        short: &["cm"],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        kind: "Secret",
+        namespaced: true,
+        short: &[],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "serviceaccounts",
+        kind: "ServiceAccount",
+        namespaced: true,
+        short: &["sa"],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "services",
+        kind: "Service",
+        namespaced: true,
+        short: &["svc"],
+        all: true,
+        status: true,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        kind: "Pod",
+        namespaced: true,
+        short: &["po"],
+        all: true,
+        status: true,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "deployments",
+        kind: "Deployment",
+        namespaced: true,
+        short: &["deploy"],
+        all: true,
+        status: true,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "statefulsets",
+        kind: "StatefulSet",
+        namespaced: true,
+        short: &["sts"],
+        all: true,
+        status: true,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "roles",
+        kind: "Role",
+        namespaced: true,
+        short: &[],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "rolebindings",
+        kind: "RoleBinding",
+        namespaced: true,
+        short: &[],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "clusterroles",
+        kind: "ClusterRole",
+        namespaced: false,
+        short: &[],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "clusterrolebindings",
+        kind: "ClusterRoleBinding",
+        namespaced: false,
+        short: &[],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        kind: "Lease",
+        namespaced: true,
+        short: &[],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        all: false,
+        status: false,
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        plural: "customresourcedefinitions",
+        kind: "CustomResourceDefinition",
+        namespaced: false,
+        short: &["crd", "crds"],
+        all: false,
+        status: true,
+    },
+];
+
+/// The storage key of CRDs.
+pub const CRD_STORAGE: &str = "apiextensions.k8s.io/customresourcedefinitions";
+/// The storage key of namespaces.
+pub const NAMESPACE_STORAGE: &str = "/namespaces";
+
+/// All served resources.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    by_path: BTreeMap<(String, String, String), Arc<Resource>>,
+    /// CRD name -> the (group, version, plural) entries it added.
+    crds: BTreeMap<String, Vec<(String, String, String)>>,
+}
+
+impl Registry {
+    /// A registry with the built-in kinds.
+    #[must_use]
+    pub fn with_builtins() -> Self {
+        let mut registry = Self::default();
+        for b in BUILTINS {
+            let resource = Resource {
+                group: b.group.into(),
+                version: b.version.into(),
+                plural: b.plural.into(),
+                singular: b.kind.to_lowercase(),
+                kind: b.kind.into(),
+                list_kind: format!("{}List", b.kind),
+                namespaced: b.namespaced,
+                short_names: b.short.iter().map(|s| (*s).to_string()).collect(),
+                categories: if b.all {
+                    vec!["all".into()]
+                } else {
+                    Vec::new()
+                },
+                has_status: b.status,
+                schema: None,
+                printer_columns: Vec::new(),
+                selectable_fields: Vec::new(),
+                storage: storage_key(b.group, b.plural),
+                custom: false,
+                storage_version: b.version.into(),
+            };
+            registry.insert(resource);
+        }
+        registry
+    }
+
+    fn insert(&mut self, resource: Resource) {
+        let key = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.plural.clone(),
+        );
+        self.by_path.insert(key, Arc::new(resource));
+    }
+
+    /// Looks up a served resource.
+    #[must_use]
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        self.by_path
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// Any served version of a storage key (the storage version when served).
+    #[must_use]
+    pub fn by_storage(&self, storage: &str) -> Option<Arc<Resource>> {
+        let mut found = None;
+        for resource in self.by_path.values() {
+            if &*resource.storage == storage {
+                if resource.version == resource.storage_version {
+                    return Some(resource.clone());
+                }
+                found = Some(resource.clone());
+            }
+        }
+        found
+    }
+
+    /// Every served resource.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Resource>> {
+        self.by_path.values()
+    }
+
+    /// Served resources of one group/version.
+    #[must_use]
+    pub fn group_version(&self, group: &str, version: &str) -> Vec<Arc<Resource>> {
+        self.by_path
+            .values()
+            .filter(|r| r.group == group && r.version == version)
+            .cloned()
+            .collect()
+    }
+
+    /// Groups with their served versions, preferred version first.
+    #[must_use]
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut preferred: BTreeMap<String, String> = BTreeMap::new();
+        for r in self.by_path.values() {
+            let versions = groups.entry(r.group.clone()).or_default();
+            if !versions.contains(&r.version) {
+                versions.push(r.version.clone());
+            }
+            if r.version == r.storage_version {
+                preferred.insert(r.group.clone(), r.version.clone());
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(group, mut versions)| {
+                versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+                if let Some(p) = preferred.get(&group)
+                    && let Some(pos) = versions.iter().position(|v| v == p)
+                {
+                    let v = versions.remove(pos);
+                    versions.insert(0, v);
+                }
+                (group, versions)
+            })
+            .collect()
+    }
+
+    /// Registers (or re-registers) the resources a CRD object defines.
+    ///
+    /// # Errors
+    /// A message when the CRD is not usable (missing names, no served version, bad schema).
+    pub fn register_crd(&mut self, crd: &Value) -> Result<(), String> {
+        let resources = resources_of_crd(crd)?;
+        let crd_name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        self.unregister_crd(&crd_name);
+        let mut keys = Vec::new();
+        for resource in resources {
+            keys.push((
+                resource.group.clone(),
+                resource.version.clone(),
+                resource.plural.clone(),
+            ));
+            self.insert(resource);
+        }
+        self.crds.insert(crd_name, keys);
+        Ok(())
+    }
+
+    /// Removes the resources of a CRD.
+    pub fn unregister_crd(&mut self, crd_name: &str) {
+        if let Some(keys) = self.crds.remove(crd_name) {
+            for key in keys {
+                self.by_path.remove(&key);
+            }
+        }
+    }
+}
+
+/// Orders Kubernetes versions: GA > beta > alpha, then by numbers.
+#[must_use]
+pub fn version_priority(version: &str) -> (u8, u32, u32) {
+    let Some(rest) = version.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    let (level, num) = if let Some(n) = tail.strip_prefix("beta") {
+        (2, n)
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n)
+    } else {
+        return (0, 0, 0);
+    };
+    (level, major, num.parse().unwrap_or(0))
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The resources (one per served version) a CRD defines.
+///
+/// # Errors
+/// A message naming what is missing or invalid.
+pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, String> {
+    let spec = &crd["spec"];
+    let group = spec["group"].as_str().ok_or("spec.group: Required value")?;
+    let names = &spec["names"];
+    let plural = names["plural"]
+        .as_str()
+        .ok_or("spec.names.plural: Required value")?;
+    let kind = names["kind"]
+        .as_str()
+        .ok_or("spec.names.kind: Required value")?;
+    let singular = names["singular"]
+        .as_str()
+        .map_or_else(|| kind.to_lowercase(), str::to_string);
+    let list_kind = names["listKind"]
+        .as_str()
+        .map_or_else(|| format!("{kind}List"), str::to_string);
+    let namespaced = match spec["scope"].as_str() {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        _ => return Err("spec.scope: Unsupported value: must be Namespaced or Cluster".into()),
+    };
+    let versions = spec["versions"]
+        .as_array()
+        .filter(|v| !v.is_empty())
+        .ok_or("spec.versions: Required value: must have exactly one version marked as storage version")?;
+    let storage_version = versions
+        .iter()
+        .find(|v| v["storage"].as_bool() == Some(true))
+        .and_then(|v| v["name"].as_str())
+        .ok_or(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version",
+        )?;
+    let mut out = Vec::new();
+    for v in versions {
+        let Some(version) = v["name"].as_str() else {
+            return Err("spec.versions[].name: Required value".into());
+        };
+        if v["served"].as_bool() != Some(true) {
+            continue;
+        }
+        let schema = match v.pointer("/schema/openAPIV3Schema") {
+            Some(raw) => Some(Arc::new(CrdSchema::new(raw).map_err(|e| {
+                format!("spec.versions[{version}].schema.openAPIV3Schema: Invalid value: {e}")
+            })?)),
+            None => None,
+        };
+        let printer_columns = v["additionalPrinterColumns"]
+            .as_array()
+            .map(|cols| {
+                cols.iter()
+                    .map(|c| PrinterColumn {
+                        name: c["name"].as_str().unwrap_or_default().to_string(),
+                        type_: c["type"].as_str().unwrap_or("string").to_string(),
+                        format: c["format"].as_str().map(str::to_string),
+                        description: c["description"].as_str().unwrap_or_default().to_string(),
+                        priority: c["priority"].as_i64().unwrap_or(0),
+                        json_path: c["jsonPath"].as_str().unwrap_or_default().to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let selectable_fields = v["selectableFields"]
+            .as_array()
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter_map(|f| f["jsonPath"].as_str())
+                    .map(|p| p.trim_start_matches('.').to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Resource {
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: plural.to_string(),
+            singular: singular.clone(),
+            kind: kind.to_string(),
+            list_kind: list_kind.clone(),
+            namespaced,
+            short_names: strings(&names["shortNames"]),
+            categories: strings(&names["categories"]),
+            has_status: v.pointer("/subresources/status").is_some(),
+            schema,
+            printer_columns,
+            selectable_fields,
+            storage: storage_key(group, plural),
+            custom: true,
+            storage_version: storage_version.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_like_kubernetes() {
+        let mut v = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1"];
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
+        assert_eq!(v, vec!["v2", "v1", "v1beta2", "v1beta1", "v1alpha1"]);
+    }
+
+    #[test]
+    fn builtins_are_served() {
+        let r = Registry::with_builtins();
+        let ns = r.get("", "v1", "namespaces").unwrap();
+        assert!(!ns.namespaced);
+        assert!(r.get("apps", "v1", "deployments").unwrap().namespaced);
+        assert!(r.get("", "v1", "widgets").is_none());
+    }
+}

@@ -1,0 +1,3 @@
+//! Label and field selectors (the boundary to `apimachinery::selector`).
+
+pub use crate::compat::{FieldSelector, LabelSelector};

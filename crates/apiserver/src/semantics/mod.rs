@@ -1,0 +1,6 @@
+//! Kubernetes write semantics shared by the handlers and the background controllers.
+
+pub mod crd;
+pub mod delete;
+pub mod gc;
+pub mod prepare;

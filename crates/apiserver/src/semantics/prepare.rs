@@ -1,0 +1,462 @@
+//! Object preparation for writes: server-set metadata on create, what an update may
+//! change (immutable metadata, `.status` only through `/status`), generation, finalizer
+//! rules, schema defaulting/pruning/validation and built-in conversions.
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+use crate::registry::Resource;
+use crate::status::{ApiError, ApiResult, Cause};
+
+/// Now as an RFC 3339 timestamp in whole seconds.
+#[must_use]
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Whether the kind keeps `metadata.generation`.
+#[must_use]
+pub fn tracks_generation(res: &Resource) -> bool {
+    res.custom
+        || matches!(
+            (res.group.as_str(), res.plural.as_str()),
+            ("apps", _) | ("apiextensions.k8s.io", _)
+        )
+}
+
+/// The object's metadata map (created when missing).
+pub fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.is_object() {
+        *object = json!({});
+    }
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    match object.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        // metadata was made an object just above.
+        _ => unreachable!("metadata is an object"),
+    }
+}
+
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .as_bytes()
+            .first()
+            .is_some_and(u8::is_ascii_alphanumeric)
+        && name
+            .as_bytes()
+            .last()
+            .is_some_and(u8::is_ascii_alphanumeric)
+}
+
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns_label)
+}
+
+/// Checks an object name as the kind's validation would.
+#[must_use]
+pub fn name_error(res: &Resource, name: &str) -> Option<String> {
+    match (res.group.as_str(), res.plural.as_str()) {
+        ("rbac.authorization.k8s.io", _) => {
+            if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('%') {
+                return Some(format!("Invalid value: {name:?}: may not contain '/' or '%' and may not be '.' or '..'"));
+            }
+            None
+        }
+        ("", "namespaces" | "services") => (!is_dns_label(name)).then(|| {
+            format!("Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character")
+        }),
+        _ => (!is_dns_subdomain(name)).then(|| {
+            format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")
+        }),
+    }
+}
+
+fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+fn check_type(res: &Resource, object: &Value) -> ApiResult<()> {
+    if let Some(api_version) = object["apiVersion"].as_str() {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        if group != res.group {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                res.api_version()
+            )));
+        }
+    }
+    if let Some(kind) = object["kind"].as_str()
+        && kind != res.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            res.kind
+        )));
+    }
+    Ok(())
+}
+
+fn normalize_finalizers(meta: &mut Map<String, Value>) {
+    if meta
+        .get("finalizers")
+        .is_some_and(|f| f.as_array().is_none_or(Vec::is_empty))
+    {
+        meta.remove("finalizers");
+    }
+    for key in ["labels", "annotations", "ownerReferences"] {
+        if meta.get(key).is_some_and(Value::is_null) {
+            meta.remove(key);
+        }
+    }
+}
+
+/// Server-set fields of a new object.
+///
+/// # Errors
+/// 400 for a wrong kind or a set resourceVersion; 422 for a missing or bad name.
+pub fn create(res: &Resource, mut object: Value, namespace: Option<&str>) -> ApiResult<Value> {
+    check_type(res, &object)?;
+    object["apiVersion"] = Value::String(res.api_version());
+    object["kind"] = Value::String(res.kind.clone());
+    let meta = meta_mut(&mut object);
+    if meta
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| !v.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let mut name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty()
+        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
+    {
+        name = format!("{prefix}{}", random_suffix());
+    }
+    if name.is_empty() {
+        return Err(ApiError::invalid_field(
+            &res.group,
+            &res.kind,
+            "",
+            "FieldValueRequired",
+            "metadata.name",
+            "Required value: name or generateName is required",
+        ));
+    }
+    if let Some(problem) = name_error(res, &name) {
+        return Err(ApiError::invalid_field(
+            &res.group,
+            &res.kind,
+            &name,
+            "FieldValueInvalid",
+            "metadata.name",
+            problem,
+        ));
+    }
+    meta.insert("name".into(), Value::String(name.clone()));
+    match (res.namespaced, namespace) {
+        (true, Some(ns)) => {
+            if let Some(body_ns) = meta.get("namespace").and_then(Value::as_str)
+                && !body_ns.is_empty()
+                && body_ns != ns
+            {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            meta.insert("namespace".into(), Value::String(ns.to_string()));
+        }
+        _ => {
+            meta.remove("namespace");
+        }
+    }
+    meta.insert(
+        "uid".into(),
+        Value::String(uuid::Uuid::new_v4().to_string()),
+    );
+    meta.insert("creationTimestamp".into(), Value::String(now()));
+    meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
+    meta.remove("selfLink");
+    meta.remove("resourceVersion");
+    if tracks_generation(res) {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    normalize_finalizers(meta);
+    if res.has_status
+        && let Some(map) = object.as_object_mut()
+    {
+        map.remove("status");
+    }
+    builtin_on_write(res, &mut object, true);
+    Ok(object)
+}
+
+/// What an update of `old` to `new` stores: immutable metadata kept, `.status` only through
+/// `/status` (and only `.status` there), generation bumped on spec changes.
+///
+/// # Errors
+/// 400 for a changed name or kind; 422 for new finalizers on a deleting object.
+pub fn update(res: &Resource, old: &Value, mut new: Value, status_only: bool) -> ApiResult<Value> {
+    check_type(res, &new)?;
+    let name = old["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if let Some(new_name) = new["metadata"]["name"].as_str()
+        && new_name != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({new_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if status_only {
+        let managed = new["metadata"]["managedFields"].clone();
+        let status = new.get("status").cloned();
+        new = old.clone();
+        if let Some(map) = new.as_object_mut() {
+            match status {
+                Some(s) if !s.is_null() => {
+                    map.insert("status".into(), s);
+                }
+                _ => {
+                    map.remove("status");
+                }
+            }
+        }
+        if !managed.is_null() {
+            meta_mut(&mut new).insert("managedFields".into(), managed);
+        }
+        return Ok(new);
+    }
+    new["apiVersion"] = old["apiVersion"].clone();
+    new["kind"] = old["kind"].clone();
+    if res.has_status
+        && let Some(map) = new.as_object_mut()
+    {
+        match old.get("status") {
+            Some(s) => map.insert("status".into(), s.clone()),
+            None => map.remove("status"),
+        };
+    }
+    let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
+    let meta = meta_mut(&mut new);
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "resourceVersion",
+    ] {
+        match old_meta.get(key) {
+            Some(v) => meta.insert(key.into(), v.clone()),
+            None => meta.remove(key),
+        };
+    }
+    if !meta.contains_key("managedFields")
+        && let Some(mf) = old_meta.get("managedFields")
+    {
+        meta.insert("managedFields".into(), mf.clone());
+    }
+    meta.remove("selfLink");
+    normalize_finalizers(meta);
+    if old_meta.contains_key("deletionTimestamp") {
+        let before: Vec<&Value> = old_meta
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        let added: Vec<String> = meta
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter(|f| !before.contains(f))
+                    .map(|f| f.as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !added.is_empty() {
+            return Err(ApiError::invalid_field(
+                &res.group,
+                &res.kind,
+                &name,
+                "FieldValueForbidden",
+                "metadata.finalizers",
+                format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                ),
+            ));
+        }
+    }
+    builtin_on_write(res, &mut new, false);
+    if tracks_generation(res) && spec_changed(res, old, &new) {
+        let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+        meta_mut(&mut new).insert("generation".into(), json!(generation));
+    }
+    Ok(new)
+}
+
+/// Whether anything outside metadata (and status, with a status subresource) changed.
+#[must_use]
+pub fn spec_changed(res: &Resource, old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        m.remove("metadata");
+        if res.has_status {
+            m.remove("status");
+        }
+        m
+    };
+    strip(old) != strip(new)
+}
+
+/// Whether `new` equals `old` once managedFields timestamps are ignored (a no-op write).
+#[must_use]
+pub fn is_noop(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(entries) = v
+            .pointer_mut("/metadata/managedFields")
+            .and_then(Value::as_array_mut)
+        {
+            for e in entries {
+                if let Some(m) = e.as_object_mut() {
+                    m.remove("time");
+                }
+            }
+        }
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(old) == strip(new)
+}
+
+/// Built-in conversions: secrets' `stringData` folds into base64 `data`; namespaces get
+/// their phase and `kubernetes` finalizer.
+pub fn builtin_on_write(res: &Resource, object: &mut Value, creating: bool) {
+    match (res.group.as_str(), res.plural.as_str()) {
+        ("", "secrets") => {
+            if let Some(Value::Object(string_data)) =
+                object.as_object_mut().and_then(|m| m.remove("stringData"))
+            {
+                if !object["data"].is_object() {
+                    object["data"] = json!({});
+                }
+                for (k, v) in string_data {
+                    let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                    object["data"][k] =
+                        Value::String(base64::engine::general_purpose::STANDARD.encode(text));
+                }
+            }
+            if object["type"].is_null() {
+                object["type"] = json!("Opaque");
+            }
+        }
+        ("", "namespaces") if creating => {
+            object["spec"] = json!({"finalizers": ["kubernetes"]});
+            object["status"] = json!({"phase": "Active"});
+            let name = object["metadata"]["name"].clone();
+            let labels = meta_mut(object)
+                .entry("labels")
+                .or_insert_with(|| json!({}));
+            if labels.is_object() {
+                labels["kubernetes.io/metadata.name"] = name;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// How unknown fields are treated (`fieldValidation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Dropped silently.
+    Ignore,
+    /// Dropped with a warning.
+    Warn,
+    /// Rejected.
+    Strict,
+}
+
+impl FieldValidation {
+    /// From the query parameter (default Warn, as the real server).
+    #[must_use]
+    pub fn from_param(param: Option<&str>) -> Self {
+        match param {
+            Some("Strict") => Self::Strict,
+            Some("Ignore") => Self::Ignore,
+            _ => Self::Warn,
+        }
+    }
+}
+
+/// Schema work on a custom resource: defaults, pruning, validation.
+///
+/// # Errors
+/// 400 BadRequest for unknown fields under Strict (as the real server); 422 Invalid for
+/// schema violations.
+pub fn schema_pass(
+    res: &Resource,
+    object: &mut Value,
+    old: Option<&Value>,
+    validation: FieldValidation,
+) -> ApiResult<Vec<String>> {
+    let Some(schema) = &res.schema else {
+        return Ok(Vec::new());
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    schema.apply_defaults(object);
+    let pruned = schema.prune(object);
+    let mut warnings = Vec::new();
+    if !pruned.is_empty() {
+        match validation {
+            FieldValidation::Strict => {
+                let list = pruned
+                    .iter()
+                    .map(|p| format!("unknown field {p:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {list}"
+                )));
+            }
+            FieldValidation::Warn => {
+                warnings.extend(pruned.iter().map(|p| format!("unknown field {p:?}")))
+            }
+            FieldValidation::Ignore => {}
+        }
+    }
+    let causes: Vec<Cause> = schema.validate(object, old);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
+    }
+    Ok(warnings)
+}

@@ -1,0 +1,384 @@
+//! The object store: one global resourceVersion counter, persistent (structurally shared)
+//! maps per resource so list pages read one consistent snapshot, a bounded window of
+//! change events to resume watches, and a fan-out of changes that never blocks writers.
+
+pub mod object;
+pub mod wal;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+
+use imbl::OrdMap;
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+pub use object::{ObjKey, StoredObject};
+
+use crate::registry::StorageKey;
+
+/// The kind of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeType {
+    /// The object was created.
+    Added,
+    /// The object was updated.
+    Modified,
+    /// The object was removed.
+    Deleted,
+}
+
+impl ChangeType {
+    /// The watch event type name.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed write.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The resourceVersion of the write.
+    pub rv: u64,
+    /// Which resource.
+    pub storage: StorageKey,
+    /// What happened.
+    pub change: ChangeType,
+    /// The object after the write (for a delete: its last state with the deletion's rv).
+    pub object: Arc<StoredObject>,
+    /// The object before the write.
+    pub previous: Option<Arc<StoredObject>>,
+}
+
+/// A table of one resource.
+pub type Table = OrdMap<ObjKey, Arc<StoredObject>>;
+
+/// What a write expects of the current object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// It must not exist.
+    Absent,
+    /// It must exist with this resourceVersion.
+    Rv(u64),
+}
+
+/// Why a write was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteError {
+    /// The object exists already.
+    Exists,
+    /// The object does not exist.
+    Missing,
+    /// The object changed since it was read.
+    Stale,
+    /// The object could not be serialized.
+    Encode,
+}
+
+/// A committed write: the stored object and a ticket that resolves once it is durable.
+#[derive(Debug)]
+pub struct Written {
+    /// The change.
+    pub change: Arc<Change>,
+    /// Resolves when the write is on disk (None without a data dir).
+    pub durable: Option<oneshot::Receiver<()>>,
+}
+
+impl Written {
+    /// Waits until the write is durable.
+    pub async fn wait_durable(&mut self) {
+        if let Some(rx) = self.durable.take() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// Why a watch cannot start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooOld;
+
+/// A started watch: the events to replay, then the live receiver.
+pub struct Subscription {
+    /// Changes after the requested rv that are still in the window (all resources).
+    pub replay: Vec<Arc<Change>>,
+    /// Live changes (all resources).
+    pub live: broadcast::Receiver<Arc<Change>>,
+    /// The rv at subscription time.
+    pub rv: u64,
+    /// The resource's objects at subscription time (for initial events).
+    pub snapshot: Table,
+}
+
+struct State {
+    rv: u64,
+    tables: HashMap<StorageKey, Table>,
+    window: VecDeque<Arc<Change>>,
+    window_cap: usize,
+    /// A watch may resume from any rv >= this (all later events are in the window).
+    oldest_resumable: u64,
+    snapshots: VecDeque<(StorageKey, u64, Table)>,
+    history: Vec<Arc<Change>>,
+    history_cap: usize,
+    writes_since_snapshot: u64,
+}
+
+/// The store.
+pub struct Store {
+    state: Mutex<State>,
+    tx: broadcast::Sender<Arc<Change>>,
+    wal: Option<wal::Wal>,
+    compact_every: u64,
+}
+
+const SNAPSHOTS_KEPT: usize = 64;
+
+impl Store {
+    /// An in-memory store.
+    #[must_use]
+    pub fn in_memory(window_cap: usize) -> Self {
+        Self::from_parts(window_cap, 0, HashMap::new(), None, 10_000)
+    }
+
+    /// A store persisted in `dir`, recovering what is there.
+    ///
+    /// # Errors
+    /// I/O errors reading or opening the log.
+    pub fn open(dir: &Path, window_cap: usize, compact_every: u64) -> std::io::Result<Self> {
+        let (rv, tables, wal) = wal::Wal::open(dir)?;
+        Ok(Self::from_parts(
+            window_cap,
+            rv,
+            tables,
+            Some(wal),
+            compact_every,
+        ))
+    }
+
+    fn from_parts(
+        window_cap: usize,
+        rv: u64,
+        tables: HashMap<StorageKey, Table>,
+        wal: Option<wal::Wal>,
+        compact_every: u64,
+    ) -> Self {
+        let (tx, _) = broadcast::channel(4096);
+        Self {
+            state: Mutex::new(State {
+                rv,
+                tables,
+                window: VecDeque::new(),
+                window_cap: window_cap.max(1),
+                oldest_resumable: rv,
+                snapshots: VecDeque::new(),
+                history: Vec::new(),
+                history_cap: 200_000,
+                writes_since_snapshot: 0,
+            }),
+            tx,
+            wal,
+            compact_every: compact_every.max(1),
+        }
+    }
+
+    /// The current global resourceVersion.
+    #[must_use]
+    pub fn current_rv(&self) -> u64 {
+        self.state.lock().rv
+    }
+
+    /// One object.
+    #[must_use]
+    pub fn get(&self, storage: &StorageKey, key: &ObjKey) -> Option<Arc<StoredObject>> {
+        self.state
+            .lock()
+            .tables
+            .get(storage)
+            .and_then(|t| t.get(key).cloned())
+    }
+
+    /// A consistent snapshot of a resource and its rv.
+    #[must_use]
+    pub fn snapshot(&self, storage: &StorageKey) -> (u64, Table) {
+        let state = self.state.lock();
+        (
+            state.rv,
+            state.tables.get(storage).cloned().unwrap_or_default(),
+        )
+    }
+
+    /// Snapshots of every resource (for the garbage collector).
+    #[must_use]
+    pub fn all_tables(&self) -> (u64, Vec<(StorageKey, Table)>) {
+        let state = self.state.lock();
+        let tables = state
+            .tables
+            .iter()
+            .map(|(k, t)| (k.clone(), t.clone()))
+            .collect();
+        (state.rv, tables)
+    }
+
+    /// Keeps a list snapshot so later pages read the same state.
+    pub fn keep_snapshot(&self, storage: &StorageKey, rv: u64, table: Table) {
+        let mut state = self.state.lock();
+        if state
+            .snapshots
+            .iter()
+            .any(|(s, r, _)| s == storage && *r == rv)
+        {
+            return;
+        }
+        state.snapshots.push_back((storage.clone(), rv, table));
+        while state.snapshots.len() > SNAPSHOTS_KEPT {
+            state.snapshots.pop_front();
+        }
+    }
+
+    /// A kept list snapshot, or None when it expired.
+    #[must_use]
+    pub fn find_snapshot(&self, storage: &StorageKey, rv: u64) -> Option<Table> {
+        let state = self.state.lock();
+        if let Some((_, _, t)) = state
+            .snapshots
+            .iter()
+            .find(|(s, r, _)| s == storage && *r == rv)
+        {
+            return Some(t.clone());
+        }
+        // Nothing was written since: the current state is that snapshot.
+        if state.rv == rv {
+            return Some(state.tables.get(storage).cloned().unwrap_or_default());
+        }
+        None
+    }
+
+    /// Starts a watch from `from` (None: from now, with the current objects as snapshot).
+    ///
+    /// # Errors
+    /// [`TooOld`] when events after `from` have left the window.
+    pub fn subscribe(
+        &self,
+        storage: &StorageKey,
+        from: Option<u64>,
+    ) -> Result<Subscription, TooOld> {
+        let state = self.state.lock();
+        let replay = match from {
+            Some(rv) if rv < state.oldest_resumable => return Err(TooOld),
+            Some(rv) => state.window.iter().filter(|c| c.rv > rv).cloned().collect(),
+            None => Vec::new(),
+        };
+        Ok(Subscription {
+            replay,
+            live: self.tx.subscribe(),
+            rv: state.rv,
+            snapshot: state.tables.get(storage).cloned().unwrap_or_default(),
+        })
+    }
+
+    /// Forgets the event window and list snapshots: resumed watches and continues get 410.
+    pub fn compact(&self) {
+        let mut state = self.state.lock();
+        state.oldest_resumable = state.rv;
+        state.window.clear();
+        state.snapshots.clear();
+    }
+
+    /// Every write so far (bounded), oldest first.
+    #[must_use]
+    pub fn history(&self) -> Vec<Arc<Change>> {
+        self.state.lock().history.clone()
+    }
+
+    /// Stores `object` (None: removes the object) if the expectation holds.
+    ///
+    /// # Errors
+    /// [`WriteError`] when the expectation fails.
+    pub fn write(
+        &self,
+        storage: &StorageKey,
+        key: &ObjKey,
+        object: Option<Value>,
+        expect: Expect,
+    ) -> Result<Written, WriteError> {
+        let mut state = self.state.lock();
+        let current = state.tables.get(storage).and_then(|t| t.get(key).cloned());
+        match (expect, &current) {
+            (Expect::Absent, Some(_)) => return Err(WriteError::Exists),
+            (Expect::Rv(_), None) => return Err(WriteError::Missing),
+            (Expect::Rv(rv), Some(cur)) if cur.rv != rv => return Err(WriteError::Stale),
+            _ => {}
+        }
+        let rv = state.rv + 1;
+        let (change, stored) = match object {
+            Some(mut value) => {
+                object::set_rv(&mut value, rv);
+                let stored = Arc::new(StoredObject::new(&value, rv).ok_or(WriteError::Encode)?);
+                let change = if current.is_some() {
+                    ChangeType::Modified
+                } else {
+                    ChangeType::Added
+                };
+                state
+                    .tables
+                    .entry(storage.clone())
+                    .or_default()
+                    .insert(key.clone(), stored.clone());
+                (change, stored)
+            }
+            None => {
+                let Some(cur) = &current else {
+                    return Err(WriteError::Missing);
+                };
+                let mut value = cur.value();
+                object::set_rv(&mut value, rv);
+                let stored = Arc::new(StoredObject::new(&value, rv).ok_or(WriteError::Encode)?);
+                if let Some(table) = state.tables.get_mut(storage) {
+                    table.remove(key);
+                }
+                (ChangeType::Deleted, stored)
+            }
+        };
+        state.rv = rv;
+        let change = Arc::new(Change {
+            rv,
+            storage: storage.clone(),
+            change,
+            object: stored,
+            previous: current,
+        });
+        state.window.push_back(change.clone());
+        while state.window.len() > state.window_cap {
+            if let Some(old) = state.window.pop_front() {
+                state.oldest_resumable = old.rv;
+            }
+        }
+        if state.history.len() < state.history_cap {
+            state.history.push(change.clone());
+        }
+        let _ = self.tx.send(change.clone());
+        let durable = match &self.wal {
+            Some(wal) => {
+                let ticket = wal.append(&change);
+                state.writes_since_snapshot += 1;
+                if state.writes_since_snapshot >= self.compact_every {
+                    state.writes_since_snapshot = 0;
+                    let tables = state
+                        .tables
+                        .iter()
+                        .map(|(k, t)| (k.clone(), t.clone()))
+                        .collect();
+                    wal.snapshot(state.rv, tables);
+                }
+                ticket
+            }
+            None => None,
+        };
+        Ok(Written { change, durable })
+    }
+}
