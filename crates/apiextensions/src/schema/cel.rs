@@ -489,7 +489,7 @@ pub(crate) fn escape_property(name: &str) -> Option<String> {
 }
 
 /// Converts a JSON value to CEL following the schema (`UnstructuredToVal`): integers are
-/// `int`, numbers `double`, `date-time`/`duration`/`byte` strings become timestamps,
+/// `int`, numbers `double`, `date-time`/`date`/`duration`/`byte` strings become timestamps,
 /// durations and bytes, object property names are escaped, map keys are not.
 pub(crate) fn to_cel(value: &Value, node: Option<&Node>) -> CelValue {
     match value {
@@ -541,9 +541,21 @@ fn string_to_cel(s: &str, format: Option<&str>) -> CelValue {
                 return CelValue::Timestamp(t);
             }
         }
+        Some("date") => {
+            if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                && let Some(midnight) = d.and_hms_opt(0, 0, 0)
+            {
+                return CelValue::Timestamp(midnight.and_utc().fixed_offset());
+            }
+        }
         Some("duration") => {
             if let Some(d) = super::formats::parse_go_duration(s) {
                 return CelValue::Duration(d);
+            }
+        }
+        Some("byte") => {
+            if let Some(bytes) = super::formats::decode_base64(s) {
+                return CelValue::Bytes(Arc::new(bytes));
             }
         }
         _ => {}

@@ -122,6 +122,34 @@ fn is_base64(s: &str) -> bool {
         .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
 }
 
+/// Decodes padded standard base64 (Go `base64.StdEncoding`).
+pub(crate) fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    if !is_base64(s) {
+        return None;
+    }
+    let value = |b: u8| -> Option<u32> {
+        Some(match b {
+            b'A'..=b'Z' => u32::from(b - b'A'),
+            b'a'..=b'z' => u32::from(b - b'a') + 26,
+            b'0'..=b'9' => u32::from(b - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        })
+    };
+    let body = s.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(body.len() * 3 / 4);
+    for chunk in body.chunks(4) {
+        let mut acc = 0u32;
+        for (i, b) in chunk.iter().enumerate() {
+            acc |= value(*b)? << (18 - 6 * i);
+        }
+        let bytes = acc.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
 fn is_cidr(s: &str) -> bool {
     let Some((ip, prefix)) = s.split_once('/') else {
         return false;
@@ -219,6 +247,15 @@ mod tests {
         assert!(!is_valid("duration", "soon"));
         assert!(is_valid("hostname", "node-1.example.com"));
         assert!(!is_valid("hostname", "bad_host!"));
+    }
+
+    #[test]
+    fn base64_decodes() {
+        assert_eq!(decode_base64("aGVsbG8=").as_deref(), Some(&b"hello"[..]));
+        assert_eq!(decode_base64("aGk=").as_deref(), Some(&b"hi"[..]));
+        assert_eq!(decode_base64("YWJj").as_deref(), Some(&b"abc"[..]));
+        assert_eq!(decode_base64(""), Some(Vec::new()));
+        assert_eq!(decode_base64("a"), None);
     }
 
     #[test]
