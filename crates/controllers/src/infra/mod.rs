@@ -37,8 +37,12 @@ use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 
 use crate::cache::SharedCaches;
+use crate::metrics::Metrics;
 use crate::{Clock, Error, Result};
 use decide::InfraPlan;
+
+/// The `controller` label of this reconciler's metrics.
+const METRICS_LABEL: &str = "infra";
 
 /// The name the controller reports Events under.
 pub const REPORTER: &str = "socialweb-infra";
@@ -55,10 +59,13 @@ pub struct Context {
     pub contract_namespace: String,
     /// How many Infras are reconciled at once.
     pub concurrency: u16,
+    /// Reconcile counts, durations and errors (label `controller="infra"`).
+    pub metrics: Metrics,
 }
 
 impl Context {
-    /// A context with Events reported as [`REPORTER`] and a concurrency of 4.
+    /// A context with Events reported as [`REPORTER`], a concurrency of 4 and
+    /// metrics registered nowhere (set `metrics` to the manager's to export them).
     #[must_use]
     pub fn new(
         client: Client,
@@ -75,6 +82,7 @@ impl Context {
             clock,
             contract_namespace: contract_namespace.into(),
             concurrency: 4,
+            metrics: Metrics::default(),
         }
     }
 }
@@ -138,6 +146,7 @@ fn action(plan: &InfraPlan) -> Action {
 #[tracing::instrument(skip_all, fields(infra = %infra.name_any()))]
 async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> {
     let ctx = &state.ctx;
+    let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
     let namespace = infra
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
@@ -195,7 +204,11 @@ async fn read_unseen(
     Ok(())
 }
 
-fn error_policy(infra: Arc<Infra>, error: &Error, _state: Arc<Reconciler>) -> Action {
+fn error_policy(infra: Arc<Infra>, error: &Error, state: Arc<Reconciler>) -> Action {
+    state
+        .ctx
+        .metrics
+        .reconcile_failed(METRICS_LABEL, error.category());
     if error.is_conflict() {
         tracing::debug!(infra = %infra.name_any(), %error, "conflict; reading again");
     } else {
