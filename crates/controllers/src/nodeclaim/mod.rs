@@ -212,15 +212,7 @@ fn cluster_ref(key: &ClusterKey) -> ObjectRef<Cluster> {
 
 /// The Cluster an Infra serves: its cluster labels, else its `spec.clusterRef`.
 fn infra_cluster_key(infra: &Infra) -> Option<ClusterKey> {
-    let labels = infra.labels();
-    let from_labels = labels
-        .get(api::names::CLUSTER_LABEL)
-        .zip(labels.get(api::names::CLUSTER_NAMESPACE_LABEL))
-        .map(|(name, namespace)| ClusterKey {
-            namespace: namespace.clone(),
-            name: name.clone(),
-        });
-    from_labels.or_else(|| {
+    labels_cluster_key(infra).or_else(|| {
         infra.spec.cluster_ref.as_ref().map(|r| ClusterKey {
             namespace: r.namespace.clone(),
             name: r.name.clone(),
@@ -228,12 +220,27 @@ fn infra_cluster_key(infra: &Infra) -> Option<ClusterKey> {
     })
 }
 
-/// The Cluster of an object labelled with an Infra name (a contract or join Secret).
+/// The Cluster named by an object's cluster labels (an Infra, a join Secret).
+fn labels_cluster_key<K: ResourceExt>(object: &K) -> Option<ClusterKey> {
+    let labels = object.labels();
+    let name = labels.get(api::names::CLUSTER_LABEL)?;
+    let namespace = labels.get(api::names::CLUSTER_NAMESPACE_LABEL)?;
+    Some(ClusterKey {
+        namespace: namespace.clone(),
+        name: name.clone(),
+    })
+}
+
+/// The Cluster of an object labelled with an Infra name (a contract or join
+/// Secret): its own cluster labels, else through its Infra in the cache.
 fn labelled_cluster_key<K: ResourceExt>(
     infras: &Store<Infra>,
     contract_namespace: &str,
     object: &K,
 ) -> Option<ClusterKey> {
+    if let Some(key) = labels_cluster_key(object) {
+        return Some(key);
+    }
     let infra_name = object.labels().get(INFRA_NAME_LABEL)?;
     let infra = infras.get(&ObjectRef::new(infra_name).within(contract_namespace))?;
     infra_cluster_key(&infra)

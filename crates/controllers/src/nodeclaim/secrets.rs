@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use api::Cluster;
-use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, JOIN_SECRET_TYPE};
+use api::names::{
+    CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL, JOIN_SECRET_TYPE,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::ObjectMeta;
@@ -34,6 +36,8 @@ pub struct JoinSecret {
     pub namespace: String,
     /// The Infra's name (label).
     pub infra: String,
+    /// The Cluster (labels), so a Secret's events reach its Cluster even once the Infra is gone.
+    pub cluster: ClusterKey,
     /// The contract entry (label).
     pub entry: String,
     /// The API server URL.
@@ -85,6 +89,11 @@ impl JoinSecret {
                 labels: Some(BTreeMap::from([
                     (INFRA_NAME_LABEL.to_owned(), self.infra.clone()),
                     (CONTRACT_LABEL.to_owned(), self.entry.clone()),
+                    (CLUSTER_LABEL.to_owned(), self.cluster.name.clone()),
+                    (
+                        CLUSTER_NAMESPACE_LABEL.to_owned(),
+                        self.cluster.namespace.clone(),
+                    ),
                 ])),
                 ..ObjectMeta::default()
             },
@@ -122,6 +131,7 @@ pub fn desired_join_secret(
         name: entry.secret.secret_ref.name.clone(),
         namespace: contract_namespace.to_owned(),
         infra: key.infra_name(),
+        cluster: key.clone(),
         entry: entry.contract.name.clone(),
         api_server,
         ca_data: status.and_then(|s| s.ca_data.clone()),
