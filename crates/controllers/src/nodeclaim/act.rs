@@ -194,6 +194,21 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
     }) else {
         return;
     };
+    if let (Some(metrics), Some(created)) = (&ctx.metrics, &claim.metadata.creation_timestamp) {
+        let since = (ctx.clock.now() - super::graces::from_time(created))
+            .to_std()
+            .unwrap_or_default();
+        let reached = |p: NodeClaimPhase| phase == Some(p) && change.previous_phase != Some(p);
+        if reached(NodeClaimPhase::Deployed)
+            || (reached(NodeClaimPhase::Joined)
+                && change.previous_phase != Some(NodeClaimPhase::Deployed))
+        {
+            metrics.observe_nodeclaim_deployed(since);
+        }
+        if reached(NodeClaimPhase::Joined) {
+            metrics.observe_nodeclaim_joined(since);
+        }
+    }
     let note = api::find_condition(&change.status.conditions, READY).map(|c| c.message.clone());
     let event = Event {
         type_: if phase == Some(NodeClaimPhase::Failed) {

@@ -45,6 +45,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::cache::SharedCaches;
+use crate::metrics::Metrics;
 use crate::{Clock, Error, Result};
 use compose::ClusterKey;
 
@@ -63,6 +64,8 @@ pub struct Context {
     pub contract_namespace: String,
     /// How many Cluster keys are reconciled at once.
     pub concurrency: u16,
+    /// Reconcile counts and durations, errors by category, claim-to-Deployed/Joined times.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Context {
@@ -83,9 +86,20 @@ impl Context {
             clock,
             contract_namespace: contract_namespace.into(),
             concurrency: 4,
+            metrics: None,
         }
     }
+
+    /// The same context, recording into `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
 }
+
+/// The controller label of this reconciler's metrics.
+const METRICS_LABEL: &str = "nodeclaim";
 
 /// The caches one reconcile reads.
 #[derive(Clone)]
@@ -273,6 +287,10 @@ async fn reconcile_key(
     cluster: Option<Arc<Cluster>>,
 ) -> Result<Action> {
     let ctx = &runtime.ctx;
+    let _timer = ctx
+        .metrics
+        .as_ref()
+        .map(|m| m.reconcile_started(METRICS_LABEL));
     let stores = &runtime.stores;
     let claims = stores
         .claims
@@ -322,17 +340,20 @@ async fn reconcile_key(
     })
 }
 
-fn error_policy(cluster: Arc<Cluster>, error: &Error, _runtime: Arc<Runtime>) -> Action {
-    log_error("Cluster", &cluster.name_any(), error);
+fn error_policy(cluster: Arc<Cluster>, error: &Error, runtime: Arc<Runtime>) -> Action {
+    log_error(&runtime, "Cluster", &cluster.name_any(), error);
     Action::requeue(error.retry_after())
 }
 
-fn error_policy_orphan(claim: Arc<NodeClaim>, error: &Error, _runtime: Arc<Runtime>) -> Action {
-    log_error("NodeClaim", &claim.name_any(), error);
+fn error_policy_orphan(claim: Arc<NodeClaim>, error: &Error, runtime: Arc<Runtime>) -> Action {
+    log_error(&runtime, "NodeClaim", &claim.name_any(), error);
     Action::requeue(error.retry_after())
 }
 
-fn log_error(kind: &str, name: &str, error: &Error) {
+fn log_error(runtime: &Runtime, kind: &str, name: &str, error: &Error) {
+    if let Some(metrics) = &runtime.ctx.metrics {
+        metrics.reconcile_failed(METRICS_LABEL, error.category());
+    }
     if error.is_conflict() {
         tracing::debug!(kind, name, %error, "conflict; requeued");
     } else {
