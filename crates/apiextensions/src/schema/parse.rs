@@ -92,6 +92,9 @@ pub(crate) enum Position {
     Items,
     /// Inside allOf/anyOf/oneOf/not: value validations only.
     ValueValidation,
+    /// A branch of the IntOrString pattern `anyOf: [{type: integer}, {type: string}]`, the
+    /// one place a value validation may carry `type`.
+    IntOrStringBranch,
 }
 
 impl Node {
@@ -225,11 +228,22 @@ pub(crate) fn parse(
         ("oneOf", &mut node.one_of),
     ] {
         if let Some(list) = map.get(key).and_then(Value::as_array) {
+            let int_or_string = key == "anyOf"
+                && *list
+                    == [
+                        serde_json::json!({"type": "integer"}),
+                        serde_json::json!({"type": "string"}),
+                    ];
+            let branch_position = if int_or_string {
+                Position::IntOrStringBranch
+            } else {
+                Position::ValueValidation
+            };
             for (i, schema) in list.iter().enumerate() {
                 target.push(parse(
                     schema,
                     &format!("{path}.{key}[{i}]"),
-                    Position::ValueValidation,
+                    branch_position,
                     errors,
                 ));
             }
@@ -345,6 +359,9 @@ fn check_structural(
 ) {
     let type_path = format!("{path}.type");
     super::extensions::check_unsupported_keywords(map, path, errors);
+    if position == Position::IntOrStringBranch {
+        return;
+    }
     if position == Position::ValueValidation {
         for (key, what) in [
             ("type", "must be empty to be structural"),
@@ -484,6 +501,36 @@ fn check_structural(
         errors.push(FieldError::forbidden(
             &format!("{path}.uniqueItems"),
             "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+        ));
+    }
+    let check_metadata = position == Position::Root || node.embedded_resource;
+    if check_metadata {
+        for key in ["kind", "apiVersion"] {
+            if let Some(prop) = node.properties.get(key)
+                && prop.ty.as_deref() != Some("string")
+            {
+                errors.push(FieldError::invalid(
+                    &format!("{path}.properties[{key}].type"),
+                    BadValue::Str(prop.ty.as_deref().unwrap_or("")),
+                    "must be string",
+                ));
+            }
+        }
+        if position != Position::Root
+            && let Some(meta) = node.properties.get("metadata")
+            && meta.ty.as_deref() != Some("object")
+        {
+            errors.push(FieldError::invalid(
+                &format!("{path}.properties[metadata].type"),
+                BadValue::Str(meta.ty.as_deref().unwrap_or("")),
+                "must be object",
+            ));
+        }
+    }
+    if node.embedded_resource && !node.preserve_unknown_fields && node.properties.is_empty() {
+        errors.push(FieldError::required(
+            &format!("{path}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
         ));
     }
     if node.ty.as_deref() == Some("array") && node.items.is_none() {

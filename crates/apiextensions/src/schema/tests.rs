@@ -673,3 +673,23 @@ fn cel_field_path_names_the_error_field() {
         ]
     );
 }
+
+#[test]
+fn int_or_string_any_of_pattern_is_structural() {
+    let s = schema(json!({"type": "object", "properties": {"port": {
+        "x-kubernetes-int-or-string": true,
+        "anyOf": [{"type": "integer"}, {"type": "string"}]}}}));
+    assert!(s.validate(&json!({"port": 80}), None).is_empty());
+    assert!(s.validate(&json!({"port": "http"}), None).is_empty());
+    assert!(!s.validate(&json!({"port": true}), None).is_empty());
+    assert!(
+        StructuralSchema::from_value(&json!({"type": "object", "properties": {"p": {
+        "type": "string", "anyOf": [{"type": "string"}, {"maxLength": 3}]}}}))
+        .is_err()
+    );
+    assert!(
+        StructuralSchema::from_value(&json!({"type": "object", "properties": {"e": {
+        "type": "object", "x-kubernetes-embedded-resource": true}}}))
+        .is_err()
+    );
+}
