@@ -327,3 +327,76 @@ pub(crate) fn check_top_level_meta_defaults(
         );
     }
 }
+
+/// Structural completeness (`complete.go`): every property or items a root value
+/// validation (allOf/anyOf/oneOf/not) mentions must exist in the structural part.
+/// Upstream only checks the root's value validations; so does this.
+pub(crate) fn check_completeness(root: &Node, path: &str, errors: &mut Vec<FieldError>) {
+    value_validation_completeness(root, Some(root), path, path, errors);
+}
+
+fn value_validation_completeness(
+    vv: &Node,
+    structural: Option<&Node>,
+    s_path: &str,
+    v_path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(not) = vv.not.as_deref() {
+        nested_completeness(not, structural, s_path, &format!("{v_path}.not"), errors);
+    }
+    for (key, list) in [
+        ("allOf", &vv.all_of),
+        ("anyOf", &vv.any_of),
+        ("oneOf", &vv.one_of),
+    ] {
+        for (i, sub) in list.iter().enumerate() {
+            nested_completeness(
+                sub,
+                structural,
+                s_path,
+                &format!("{v_path}.{key}[{i}]"),
+                errors,
+            );
+        }
+    }
+}
+
+fn nested_completeness(
+    vv: &Node,
+    structural: Option<&Node>,
+    s_path: &str,
+    v_path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(s) = structural else {
+        errors.push(FieldError::required(
+            s_path,
+            &format!("because it is defined in {v_path}"),
+        ));
+        return;
+    };
+    value_validation_completeness(vv, Some(s), s_path, v_path, errors);
+    if let Some(items) = vv.items.as_deref() {
+        nested_completeness(
+            items,
+            s.items.as_deref(),
+            &format!("{s_path}.items"),
+            &format!("{v_path}.items"),
+            errors,
+        );
+    }
+    for (key, prop) in &vv.properties {
+        let s_prop_path = format!("{s_path}.properties[{key}]");
+        let v_prop_path = format!("{v_path}.properties[{key}]");
+        match s.properties.get(key) {
+            Some(s_prop) => {
+                nested_completeness(prop, Some(s_prop), &s_prop_path, &v_prop_path, errors)
+            }
+            None => errors.push(FieldError::required(
+                &s_prop_path,
+                &format!("because it is defined in {v_prop_path}"),
+            )),
+        }
+    }
+}

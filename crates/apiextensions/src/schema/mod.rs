@@ -68,6 +68,7 @@ impl StructuralSchema {
         let mut errors = Vec::new();
         let root = parse::parse(schema, path, Position::Root, &mut errors);
         if errors.is_empty() {
+            extensions::check_completeness(&root, path, &mut errors);
             extensions::check_old_self(&root, path, None, &mut errors);
             cel_check::check_rules(&root, path, true, &mut errors);
             for property in ["metadata", "apiVersion", "kind"] {

@@ -693,3 +693,17 @@ fn int_or_string_any_of_pattern_is_structural() {
         .is_err()
     );
 }
+
+#[test]
+fn value_validations_must_name_structural_fields() {
+    let err = StructuralSchema::from_value(&json!({"type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}},
+        "anyOf": [{"properties": {"spec": {"required": ["a"]}}}, {"properties": {"status": {"required": ["b"]}}}]}))
+    .unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        [
+            "openAPIV3Schema.properties[status]: Required value: because it is defined in openAPIV3Schema.anyOf[1].properties[status]"
+        ]
+    );
+}
