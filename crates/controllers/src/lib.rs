@@ -16,6 +16,7 @@ pub mod error;
 pub mod infra;
 pub mod metrics;
 pub mod nodeclaim;
+pub mod requester;
 
 pub use cache::{Shared, SharedCaches};
 pub use clock::{Clock, ManualClock, SystemClock};

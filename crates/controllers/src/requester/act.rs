@@ -1,0 +1,366 @@
+//! The thin, effectful half of the contract controller: reads the cache, runs
+//! [`decide`] and performs what it says: the receipt annotation, ONE status
+//! patch per changed step, the market call, an Event on a transition, and the
+//! TTL delete.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{ComputeContract, ComputeContractPhase as Phase, ComputeContractStatus, Receipt, names};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use market::{ContractKey, RequestForProposal, RfpId};
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use super::Runtime;
+use super::decide::{
+    Command, Inputs, MarketFailure, MarketView, Observation, Operation, decide, transition_event,
+};
+use super::markets::{MarketHandle, select_requester};
+use super::ttl::{self, Ttl};
+use crate::{Error, Result};
+
+/// Most decide/act rounds in one reconcile; the rest happens on the requeue.
+const MAX_STEPS: usize = 8;
+
+/// Reconciles one ComputeContract. See [`super::decide`] for the lifecycle.
+///
+/// # Errors
+/// A failed write to the API server (a conflict is a quick requeue). Market
+/// failures are not errors: they are recorded in status and retried.
+#[tracing::instrument(skip_all, fields(contract = %contract.name_any()))]
+pub(super) async fn reconcile_contract(
+    contract: Arc<ComputeContract>,
+    rt: Arc<Runtime>,
+) -> Result<Action> {
+    let ctx = &rt.ctx;
+    let namespace = contract.namespace().unwrap_or_default();
+    let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), &namespace);
+    let ttl_wait = match ttl::verdict(&contract, ctx.clock.now()) {
+        Ttl::Expired => {
+            delete_expired(&api, &contract).await?;
+            return Ok(Action::await_change());
+        }
+        Ttl::Wait(wait) => Some(wait),
+        Ttl::NotFinished | Ttl::Owned => None,
+    };
+    let (view, handle) = market_view(&rt, &contract, &namespace);
+    let mut current = (*contract).clone();
+    let mut observation = Observation::Nothing;
+    for _ in 0..MAX_STEPS {
+        let inputs = Inputs {
+            contract: &current,
+            market: &view,
+            timing: &ctx.timing,
+            now: ctx.clock.now(),
+        };
+        let step = decide(inputs, observation);
+        if let Some(receipt) = &step.record_receipt {
+            current = write_receipt_annotation(&api, &current, receipt).await?;
+        }
+        if current.status.as_ref() != Some(&step.status) {
+            let old = current.status.clone();
+            current = write_status(&api, &current, &step.status).await?;
+            if let Some(note) = transition_event(old.as_ref(), &step.status) {
+                publish_event(&rt, &current, note).await;
+            }
+        }
+        let Some(command) = step.command else {
+            return Ok(requeue(step.requeue.into_iter().chain(ttl_wait).min()));
+        };
+        let Some(handle) = handle.as_ref() else {
+            // decide only asks for a market call when the view is Ready.
+            return Ok(Action::await_change());
+        };
+        observation = perform(handle, &current, command).await;
+    }
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+fn requeue(after: Option<Duration>) -> Action {
+    after.map_or_else(Action::await_change, |d| {
+        Action::requeue(d.max(Duration::from_millis(200)))
+    })
+}
+
+/// The market the contract's namespace offers, as decide sees it, and its handle.
+fn market_view(
+    rt: &Runtime,
+    contract: &ComputeContract,
+    namespace: &str,
+) -> (MarketView, Option<MarketHandle>) {
+    let requesters = rt.requesters.state();
+    let Some(requester) = select_requester(requesters.iter().map(AsRef::as_ref), namespace) else {
+        let reason = format!(
+            "no Requester in namespace {namespace}: create one (kind Requester) to run this contract"
+        );
+        return (MarketView::Missing { reason }, None);
+    };
+    let name = requester.name_any();
+    let handle = match rt.ctx.markets.for_requester(requester) {
+        Ok(handle) => handle,
+        Err(error) => {
+            let reason = format!("Requester {name} cannot run contracts: {error}");
+            return (MarketView::Missing { reason }, None);
+        }
+    };
+    let max_in_flight = usize::try_from(requester.spec.max_in_flight).unwrap_or(usize::MAX);
+    let in_flight = rt
+        .contracts
+        .state()
+        .iter()
+        .filter(|c| {
+            c.namespace().as_deref() == Some(namespace) && c.name_any() != contract.name_any()
+        })
+        .filter(|c| {
+            matches!(
+                c.status.as_ref().and_then(|s| s.phase),
+                Some(Phase::Bidding | Phase::Accepted)
+            )
+        })
+        .count();
+    let view = MarketView::Ready {
+        requester: name,
+        bid_window: Duration::from_secs(u64::from(requester.spec.bid_window_seconds)),
+        slot_free: in_flight < max_in_flight,
+        root_deleting: requester.metadata.deletion_timestamp.is_some(),
+    };
+    (view, Some(handle))
+}
+
+/// The contract's key at the market: its namespace and name.
+#[must_use]
+pub fn contract_key(contract: &ComputeContract) -> ContractKey {
+    ContractKey::new(
+        contract.namespace().unwrap_or_default(),
+        contract.name_any(),
+    )
+}
+
+/// The request for proposal of a contract.
+#[must_use]
+pub fn request_for(contract: &ComputeContract) -> RequestForProposal {
+    let spec = &contract.spec;
+    RequestForProposal {
+        contract: contract_key(contract),
+        resources: market::Resources {
+            cpus: spec.resources.cpus,
+            memory_mib: spec.resources.memory,
+            disk_gib: spec.resources.disk,
+            network_mbps: spec.resources.network,
+        },
+        location: market::Location {
+            country: spec.location.country.clone(),
+            region: spec.location.region.clone(),
+        },
+        owner_did: spec.owner_did.clone().unwrap_or_default(),
+    }
+}
+
+fn to_market(receipt: &Receipt) -> market::Receipt {
+    market::Receipt {
+        uri: receipt.uri.clone(),
+        cid: receipt.cid.clone(),
+    }
+}
+
+fn from_market(receipt: market::Receipt) -> Receipt {
+    Receipt {
+        uri: receipt.uri,
+        cid: receipt.cid,
+    }
+}
+
+/// The contract's RFP id: remembered, or asked for again with an idempotent publish.
+async fn rfp_id(handle: &MarketHandle, contract: &ComputeContract) -> Result<RfpId, Observation> {
+    let key = contract_key(contract);
+    if let Some(id) = handle.rfp(&key) {
+        return Ok(id);
+    }
+    match handle.market.publish_rfp(request_for(contract)).await {
+        Ok(id) => {
+            handle.remember_rfp(key, id.clone());
+            Ok(id)
+        }
+        Err(error) => Err(failed(Operation::Publish, &error)),
+    }
+}
+
+fn failed(operation: Operation, error: &market::MarketError) -> Observation {
+    warn!(?operation, category = error.category(), %error, "market call failed");
+    Observation::Failed {
+        operation,
+        failure: MarketFailure::from_error(error),
+    }
+}
+
+/// Makes one market call and reports what the market said.
+async fn perform(
+    handle: &MarketHandle,
+    contract: &ComputeContract,
+    command: Command,
+) -> Observation {
+    let market = &handle.market;
+    let operation = command.operation();
+    debug!(?operation, "market call");
+    match command {
+        Command::Publish => match market.publish_rfp(request_for(contract)).await {
+            Ok(id) => {
+                handle.remember_rfp(contract_key(contract), id);
+                Observation::Published
+            }
+            Err(error) => failed(operation, &error),
+        },
+        Command::CollectBids => match rfp_id(handle, contract).await {
+            Ok(id) => match market.collect_bids(&id).await {
+                Ok(bids) => Observation::Bids(bids),
+                Err(error) => failed(operation, &error),
+            },
+            Err(observation) => observation,
+        },
+        Command::Accept(bid) => match rfp_id(handle, contract).await {
+            Ok(id) => match market.accept(&id, &bid).await {
+                Ok(receipt) => Observation::Accepted {
+                    bid,
+                    receipt: from_market(receipt),
+                },
+                Err(error) => failed(operation, &error),
+            },
+            Err(observation) => observation,
+        },
+        Command::GuestStatus(receipt) => match market.guest_status(&to_market(&receipt)).await {
+            Ok(status) => Observation::Guest(status),
+            Err(error) => failed(operation, &error),
+        },
+        Command::Release(receipt) => match market.release(&to_market(&receipt)).await {
+            Ok(()) => {
+                info!(uri = %receipt.uri, "release sent");
+                Observation::ReleaseSent
+            }
+            Err(error) => failed(operation, &error),
+        },
+        Command::Lookup(receipt) => match market.lookup(&to_market(&receipt)).await {
+            Ok(found) => Observation::Lookup(found),
+            Err(error) => failed(operation, &error),
+        },
+        Command::Adopt(receipt) => match market.adopt(&to_market(&receipt)).await {
+            Ok(info) => Observation::Adopted(info),
+            Err(error) => failed(operation, &error),
+        },
+    }
+}
+
+fn describe(contract: &ComputeContract) -> String {
+    format!(
+        "ComputeContract {}/{}",
+        contract.namespace().unwrap_or_default(),
+        contract.name_any()
+    )
+}
+
+/// Records the receipt in the annotation (a merge patch: only that key).
+async fn write_receipt_annotation(
+    api: &Api<ComputeContract>,
+    contract: &ComputeContract,
+    receipt: &Receipt,
+) -> Result<ComputeContract> {
+    let value = serde_json::to_string(receipt).map_err(|e| Error::Invalid {
+        object: describe(contract),
+        reason: format!("receipt does not serialize: {e}"),
+    })?;
+    // The resourceVersion makes a patch computed from a stale cache fail (409).
+    let patch = json!({"metadata": {
+        "resourceVersion": contract.resource_version(),
+        "annotations": {names::RECEIPT_ANNOTATION: value},
+    }});
+    let params = PatchParams {
+        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let updated = api
+        .patch(&contract.name_any(), &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("record the receipt of {}", describe(contract)), e))?;
+    info!(uri = %receipt.uri, "receipt recorded in the annotation");
+    Ok(updated)
+}
+
+/// Replaces the status (PUT on the status subresource, field manager
+/// `socialweb/requester`) with the resourceVersion that was read, so a write
+/// computed from a stale cache is refused (409) and retried from fresh data.
+async fn write_status(
+    api: &Api<ComputeContract>,
+    contract: &ComputeContract,
+    status: &ComputeContractStatus,
+) -> Result<ComputeContract> {
+    let mut next = contract.clone();
+    next.metadata.managed_fields = None;
+    next.status = Some(status.clone());
+    let params = PostParams {
+        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    api.replace_status(&contract.name_any(), &params, &next)
+        .await
+        .map_err(|e| Error::kube(format!("write the status of {}", describe(contract)), e))
+}
+
+async fn delete_expired(api: &Api<ComputeContract>, contract: &ComputeContract) -> Result<()> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: contract.uid(),
+            resource_version: contract.resource_version(),
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&contract.name_any(), &params).await {
+        Ok(_) => {
+            info!("finished contract deleted after ttlSecondsAfterFinished");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(
+            format!("delete the expired {}", describe(contract)),
+            e,
+        )),
+    }
+}
+
+async fn publish_event(rt: &Runtime, contract: &ComputeContract, note: super::decide::EventNote) {
+    let event = Event {
+        type_: if note.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: note.reason,
+        note: Some(super::conditions::cap_message(&note.note)),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = rt
+        .ctx
+        .recorder
+        .publish(&event, &contract.object_ref(&()))
+        .await
+    {
+        warn!(%error, "cannot publish an event");
+    }
+}
+
+/// Logs a failed reconcile and requeues after the error's own delay.
+pub(super) fn error_policy(
+    contract: Arc<ComputeContract>,
+    error: &Error,
+    _rt: Arc<Runtime>,
+) -> Action {
+    if error.is_conflict() {
+        debug!(contract = %contract.name_any(), "conflict; requeue");
+    } else {
+        warn!(contract = %contract.name_any(), category = error.category(), %error, "reconcile failed");
+    }
+    Action::requeue(error.retry_after())
+}

@@ -1,0 +1,195 @@
+//! The condition types and reasons the Requester controller writes, and the
+//! small time helpers its status needs.
+//!
+//! A ComputeContract carries up to five conditions:
+//! - `Bidding`: True while bids are collected; its `lastTransitionTime` is the
+//!   start of the bid window. False with why a contract waits (no Requester,
+//!   too many in flight, no bids) or `BidAccepted`.
+//! - `Accepted`: Unknown while the winning bid is being accepted, True once the
+//!   receipt is verified and recorded.
+//! - `Deployed`: False while the guest boots (or when it failed), True once it is
+//!   on the network.
+//! - `Released`: present once the guest must go: False while the release is
+//!   sent or retried, True once the market confirmed the guest is gone.
+//! - `Ready`: derived; True only in phase Deployed.
+
+use std::time::Duration;
+
+use api::{Condition, ConditionStatus, set_condition};
+use chrono::{DateTime, TimeZone, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+/// Condition type: bids are being collected (its lastTransitionTime starts the window).
+pub const BIDDING: &str = "Bidding";
+/// Condition type: the winning bid's receipt is verified and recorded.
+pub const ACCEPTED: &str = "Accepted";
+/// Condition type: the guest is on the network.
+pub const DEPLOYED: &str = "Deployed";
+/// Condition type: the guest is confirmed gone.
+pub const RELEASED: &str = "Released";
+/// Condition type: derived; the contract's machine is usable.
+pub const READY: &str = "Ready";
+
+/// Reason: the namespace has no Requester to run the contract.
+pub const NO_REQUESTER: &str = "NoRequester";
+/// Reason: `maxInFlight` contracts are already bidding or booting.
+pub const MAX_IN_FLIGHT: &str = "MaxInFlight";
+/// Reason: the request for proposal is out.
+pub const RFP_PUBLISHED: &str = "RfpPublished";
+/// Reason: the bid window closed without a bid.
+pub const NO_BIDS: &str = "NoBids";
+/// Reason: the winning bid is being accepted.
+pub const ACCEPTING: &str = "Accepting";
+/// Reason: the winning bid was accepted and its receipt verified.
+pub const BID_ACCEPTED: &str = "BidAccepted";
+/// Reason: a running guest was taken over (`spec.adopt`).
+pub const ADOPTED: &str = "Adopted";
+/// Reason: the guest named in `spec.adopt` cannot be taken over.
+pub const ADOPT_FAILED: &str = "AdoptFailed";
+/// Reason: the guest is booting.
+pub const BOOTING: &str = "Booting";
+/// Reason: the guest is reachable.
+pub const ON_NETWORK: &str = "OnNetwork";
+/// Reason: the guest is reachable and reported its node identity.
+pub const NODE_REGISTERED: &str = "NodeRegistered";
+/// Reason: the provider failed to boot the guest.
+pub const BOOT_FAILED: &str = "BootFailed";
+/// Reason: the guest disappeared at the provider without a release.
+pub const GUEST_LOST: &str = "GuestLost";
+/// Reason: the release was sent; waiting for the market to confirm.
+pub const RELEASING: &str = "Releasing";
+/// Reason: sending the release (or confirming it) failed; it is retried.
+pub const RELEASE_FAILED: &str = "ReleaseFailed";
+/// Reason: the market confirmed the guest is gone.
+pub const GUEST_GONE: &str = "GuestGone";
+/// Reason: nothing was rented, so there is nothing to release.
+pub const NOTHING_RENTED: &str = "NothingRented";
+/// Reason: the market refuses the request as it is; the spec must change.
+pub const INVALID_REQUEST: &str = "InvalidRequest";
+/// Reason: the market returned or holds a receipt that does not verify.
+pub const INVALID_RECEIPT: &str = "InvalidReceipt";
+/// Reason: a market call failed and is retried with backoff.
+pub const MARKET_UNAVAILABLE: &str = "MarketUnavailable";
+/// Reason (Ready): the guest is on the network.
+pub const DEPLOYED_REASON: &str = "Deployed";
+
+/// Reason (Requester Ready): the market is built from the spec.
+pub const MARKET_CONFIGURED: &str = "MarketConfigured";
+/// Reason (Requester Ready): the spec names no usable market.
+pub const NO_MARKET: &str = "NoMarket";
+/// Reason (Requester Ready): an older Requester of the namespace runs the contracts.
+pub const SUPERSEDED: &str = "Superseded";
+/// Reason (Requester Ready): the Requester is being deleted in the root delete order.
+pub const DELETING: &str = "Deleting";
+
+/// Longest message written to a condition or `status.message` (bytes).
+pub const MAX_MESSAGE_LEN: usize = 1024;
+
+/// `t` cut to whole seconds: the precision a Kubernetes `Time` keeps on the
+/// wire, so what is computed equals what is read back.
+#[must_use]
+pub fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
+    Utc.timestamp_opt(t.timestamp(), 0).single().unwrap_or(t)
+}
+
+/// `t` rounded up to whole seconds (for "retry at" deadlines, so a deadline is
+/// never in the past once written).
+#[must_use]
+pub fn ceil_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
+    let floor = whole_seconds(t);
+    if floor == t {
+        t
+    } else {
+        floor + chrono::Duration::seconds(1)
+    }
+}
+
+/// A chrono time as a Kubernetes `Time` (whole seconds).
+#[must_use]
+pub fn to_time(t: DateTime<Utc>) -> Time {
+    Time(Timestamp::from_second(t.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// A Kubernetes `Time` as a chrono time.
+#[must_use]
+pub fn from_time(t: &Time) -> DateTime<Utc> {
+    Utc.timestamp_opt(t.0.as_second(), t.0.subsec_nanosecond().unsigned_abs())
+        .single()
+        .unwrap_or_default()
+}
+
+/// `later - now` as a std duration, zero when `later` has passed.
+#[must_use]
+pub fn until(later: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
+    (later - now).to_std().unwrap_or(Duration::ZERO)
+}
+
+/// `d` as a chrono duration (saturating).
+#[must_use]
+pub fn chrono_duration(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// Cuts a message to [`MAX_MESSAGE_LEN`] on a character boundary.
+#[must_use]
+pub fn cap_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_LEN {
+        return message.to_owned();
+    }
+    let mut end = MAX_MESSAGE_LEN - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}
+
+/// Sets a condition, keeping its lastTransitionTime while its status is unchanged.
+pub fn set(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) {
+    set_condition(
+        conditions,
+        Condition::new(
+            type_,
+            status,
+            reason,
+            cap_message(message),
+            generation,
+            to_time(now),
+        ),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn times_round_trip_at_second_precision() {
+        let t = Utc.timestamp_opt(1_700_000_000, 700_000_000).unwrap();
+        assert_eq!(from_time(&to_time(t)), whole_seconds(t));
+        assert_eq!(
+            ceil_seconds(t),
+            Utc.timestamp_opt(1_700_000_001, 0).unwrap()
+        );
+        assert_eq!(ceil_seconds(whole_seconds(t)), whole_seconds(t));
+        assert_eq!(until(t, t + chrono::Duration::seconds(1)), Duration::ZERO);
+    }
+
+    #[test]
+    fn long_messages_are_capped_on_a_char_boundary() {
+        let long = "é".repeat(MAX_MESSAGE_LEN);
+        let capped = cap_message(&long);
+        assert!(capped.len() <= MAX_MESSAGE_LEN);
+        assert!(capped.ends_with("..."));
+        assert_eq!(cap_message("short"), "short");
+    }
+}

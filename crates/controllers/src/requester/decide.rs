@@ -1,0 +1,394 @@
+//! The pure core of the contract lifecycle: from a ComputeContract, what the
+//! market said last (if anything) and the time, the next status to write, the
+//! next market call to make and when to look again.
+//!
+//! # Expected flow
+//!
+//! `act` calls [`decide`] with [`Observation::Nothing`], writes the receipt
+//! annotation and the status if they changed, performs the returned
+//! [`Command`], and calls [`decide`] again with the market's answer, until no
+//! command is left. Nothing here does I/O or reads a clock.
+//!
+//! # Guarantees
+//!
+//! - A contract with a receipt (in status or only in the annotation) never gets
+//!   [`Command::Publish`], [`Command::CollectBids`] or [`Command::Accept`].
+//! - The winning bid is written to status before it is accepted, and a receipt
+//!   is returned in [`Step::record_receipt`] and `status.receipt` in the very
+//!   step that observed it, before any further command.
+//! - A contract with a receipt and a release request gets [`Command::Release`]
+//!   until the market confirms the guest is gone; failures back off and stay
+//!   visible in the `Released` condition and the message.
+//! - Phase Released is only reached when nothing was rented or the market
+//!   confirmed the guest is gone.
+
+use std::time::Duration;
+
+use api::{ComputeContract, ComputeContractPhase as Phase, ComputeContractStatus, Receipt, names};
+use chrono::{DateTime, Utc};
+use market::Bid;
+
+use super::conditions::{self as cond, from_time, until};
+pub use super::events::{EventNote, transition_event};
+pub use super::lifecycle::{
+    Command, FailureKind, MarketFailure, MarketView, Observation, Operation, Timing,
+};
+
+/// The outcome of one [`decide`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The status to write (compare with the current one before writing).
+    pub status: ComputeContractStatus,
+    /// A receipt to write to the receipt annotation first (it differs from the annotation).
+    pub record_receipt: Option<Receipt>,
+    /// The market call to make after the writes.
+    pub command: Option<Command>,
+    /// When to look again if no command is made; `None` waits for a change.
+    pub requeue: Option<Duration>,
+}
+
+/// What [`decide`] reads besides the observation.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The contract as last written (status included).
+    pub contract: &'a ComputeContract,
+    /// The namespace's market.
+    pub market: &'a MarketView,
+    /// Poll and retry intervals.
+    pub timing: &'a Timing,
+    /// The injected clock's time.
+    pub now: DateTime<Utc>,
+}
+
+/// The receipt recorded in the receipt annotation, if it parses.
+#[must_use]
+pub fn annotated_receipt(contract: &ComputeContract) -> Option<Receipt> {
+    contract
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(names::RECEIPT_ANNOTATION)
+        .and_then(|json| serde_json::from_str(json).ok())
+}
+
+/// The contract's receipt: from status, or from the annotation when status lost it.
+#[must_use]
+pub fn known_receipt(contract: &ComputeContract) -> Option<Receipt> {
+    contract
+        .status
+        .as_ref()
+        .and_then(|s| s.receipt.clone())
+        .or_else(|| annotated_receipt(contract))
+}
+
+/// Decides the next step of a contract. See the [module docs](self).
+#[must_use]
+pub fn decide(inputs: Inputs<'_>, observation: Observation) -> Step {
+    let mut draft = Draft::new(inputs);
+    let next = match observation {
+        Observation::Nothing => draft.plan(),
+        other => draft.absorb(other),
+    };
+    draft.finish(next)
+}
+
+/// What to do after a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Next {
+    /// Make this market call.
+    Call(Command),
+    /// Make no call; look again after the duration (or on the next change).
+    Wait(Option<Duration>),
+}
+
+/// The status being computed, with what the decision needs at hand.
+pub(super) struct Draft<'a> {
+    pub inputs: Inputs<'a>,
+    pub status: ComputeContractStatus,
+    pub receipt: Option<Receipt>,
+    pub now: DateTime<Utc>,
+    /// The Ready reason when it is not the phase (a wait for a Requester or a slot).
+    pub ready_reason: Option<&'static str>,
+}
+
+impl<'a> Draft<'a> {
+    fn new(inputs: Inputs<'a>) -> Self {
+        let status = inputs.contract.status.clone().unwrap_or_default();
+        Self {
+            receipt: known_receipt(inputs.contract),
+            status,
+            now: cond::whole_seconds(inputs.now),
+            inputs,
+            ready_reason: None,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.status.phase.unwrap_or(Phase::Pending)
+    }
+
+    pub fn generation(&self) -> Option<i64> {
+        self.inputs.contract.metadata.generation
+    }
+
+    /// Whether the guest must go: `spec.release`, or the Requester is being deleted.
+    pub fn release_requested(&self) -> bool {
+        self.inputs.contract.spec.release
+            || matches!(
+                self.inputs.market,
+                MarketView::Ready {
+                    root_deleting: true,
+                    ..
+                }
+            )
+    }
+
+    pub fn condition_is(&self, type_: &str, reason: &str) -> bool {
+        api::find_condition(&self.status.conditions, type_).is_some_and(|c| c.reason == reason)
+    }
+
+    pub fn guest_confirmed_gone(&self) -> bool {
+        api::find_condition(&self.status.conditions, cond::RELEASED).is_some_and(|c| c.is_true())
+    }
+
+    pub fn set(&mut self, type_: &str, status: api::ConditionStatus, reason: &str, message: &str) {
+        let generation = self.generation();
+        cond::set(
+            &mut self.status.conditions,
+            type_,
+            status,
+            reason,
+            message,
+            generation,
+            self.now,
+        );
+    }
+
+    pub fn message(&mut self, message: impl Into<String>) {
+        self.status.message = Some(cond::cap_message(&message.into()));
+    }
+
+    /// A pending retry's deadline, if it is still ahead.
+    fn retry_pending(&self) -> Option<Duration> {
+        let at = from_time(self.status.next_attempt_at.as_ref()?);
+        (at > self.now).then(|| until(at, self.now))
+    }
+
+    /// The time the current bid window closes.
+    pub fn window_end(&self) -> Option<DateTime<Utc>> {
+        let MarketView::Ready { bid_window, .. } = self.inputs.market else {
+            return None;
+        };
+        let bidding = api::find_condition(&self.status.conditions, cond::BIDDING)?;
+        bidding
+            .is_true()
+            .then(|| from_time(&bidding.last_transition_time) + cond::chrono_duration(*bid_window))
+    }
+
+    fn slot_free(&self) -> bool {
+        matches!(
+            self.inputs.market,
+            MarketView::Ready {
+                slot_free: true,
+                ..
+            }
+        )
+    }
+
+    /// The next step from the state alone (no fresh market answer).
+    fn plan(&mut self) -> Next {
+        let phase = self.phase();
+        if phase == Phase::Released {
+            return Next::Wait(None);
+        }
+        let release = self.release_requested();
+        let Some(receipt) = self.receipt.clone() else {
+            if release && self.status.winner.is_none() {
+                self.released(
+                    cond::NOTHING_RENTED,
+                    "released: nothing was rented for this contract",
+                );
+                return Next::Wait(None);
+            }
+            if let MarketView::Missing { reason } = self.inputs.market {
+                return self.no_requester(&reason.clone());
+            }
+            if let Some(wait) = self.retry_pending() {
+                return Next::Wait(Some(wait));
+            }
+            if let Some(winner) = &self.status.winner {
+                // Accepted before (or about to be): accepting again is idempotent
+                // and returns the receipt, also when the guest must go at once.
+                return Next::Call(Command::Accept(Bid {
+                    bidder: winner.bidder.clone(),
+                    cost: winner.cost,
+                    currency: winner.currency.clone(),
+                }));
+            }
+            if let Some(adopt) = &self.inputs.contract.spec.adopt {
+                return if phase == Phase::Failed && !self.spec_changed() {
+                    Next::Wait(None)
+                } else {
+                    Next::Call(Command::Adopt(adopt.clone()))
+                };
+            }
+            return match phase {
+                Phase::Bidding => match self.window_end() {
+                    Some(end) if end > self.now => Next::Wait(Some(until(end, self.now))),
+                    _ => Next::Call(Command::CollectBids),
+                },
+                Phase::Failed
+                    if !self.condition_is(cond::BIDDING, cond::NO_BIDS) && !self.spec_changed() =>
+                {
+                    Next::Wait(None)
+                }
+                _ => self.start_bidding(),
+            };
+        };
+        if let MarketView::Missing { reason } = self.inputs.market {
+            let reason = format!("{reason}; the guest {} is kept until then", receipt.uri);
+            return self.no_requester(&reason);
+        }
+        if self.guest_confirmed_gone() {
+            if release {
+                self.released(
+                    cond::GUEST_GONE,
+                    &format!("released: the guest {} is gone", receipt.uri),
+                );
+            }
+            return Next::Wait(None);
+        }
+        if release || phase == Phase::Failed {
+            if let Some(wait) = self.retry_pending() {
+                return Next::Wait(Some(wait));
+            }
+            return Next::Call(Command::Release(receipt));
+        }
+        if self.status.winner.is_none() {
+            // Status was lost: the lookup tells the provider and the price again.
+            return Next::Call(Command::Lookup(receipt));
+        }
+        Next::Call(Command::GuestStatus(receipt))
+    }
+
+    /// Whether the spec changed since the status was computed (a terminal
+    /// failure of the old spec may succeed with the new one).
+    fn spec_changed(&self) -> bool {
+        self.status.observed_generation.is_some()
+            && self.status.observed_generation != self.generation()
+    }
+
+    fn start_bidding(&mut self) -> Next {
+        if self.slot_free() {
+            return Next::Call(Command::Publish);
+        }
+        self.ready_reason = Some(cond::MAX_IN_FLIGHT);
+        let message = "waiting: the Requester's maxInFlight contracts are already bidding or booting; \
+                       this one starts when one of them is Deployed, Failed or Released";
+        self.set(
+            cond::BIDDING,
+            api::ConditionStatus::False,
+            cond::MAX_IN_FLIGHT,
+            message,
+        );
+        if self.status.phase.is_none() {
+            self.status.phase = Some(Phase::Pending);
+        }
+        if self.phase() == Phase::Pending {
+            self.message(message);
+        }
+        Next::Wait(Some(self.inputs.timing.slot_wait))
+    }
+
+    fn no_requester(&mut self, reason: &str) -> Next {
+        self.ready_reason = Some(cond::NO_REQUESTER);
+        if self.receipt.is_none() && self.status.winner.is_none() {
+            self.set(
+                cond::BIDDING,
+                api::ConditionStatus::False,
+                cond::NO_REQUESTER,
+                reason,
+            );
+        }
+        self.message(reason);
+        Next::Wait(None)
+    }
+
+    /// Phase Failed with a PascalCase reason (shown in Ready and the Event) and a message.
+    pub fn fail(&mut self, reason: &'static str, message: &str) {
+        if self.phase() != Phase::Failed {
+            self.status.completion_time = Some(cond::to_time(self.now));
+        }
+        self.status.phase = Some(Phase::Failed);
+        self.ready_reason = Some(reason);
+        self.message(message);
+    }
+
+    /// Phase Released, with the Released condition saying why.
+    pub fn released(&mut self, reason: &str, message: &str) {
+        self.status.phase = Some(Phase::Released);
+        self.set(cond::RELEASED, api::ConditionStatus::True, reason, message);
+        self.status.completion_time = Some(cond::to_time(self.now));
+        self.status.attempts = None;
+        self.status.next_attempt_at = None;
+        self.message(message);
+    }
+
+    /// Sets observedGeneration, the receipt, Ready and the requeue.
+    fn finish(mut self, next: Next) -> Step {
+        if self.status.phase.is_none() {
+            self.status.phase = Some(Phase::Pending);
+        }
+        self.status.observed_generation = self.generation();
+        self.status.receipt.clone_from(&self.receipt);
+        let phase = self.phase();
+        let message = self.status.message.clone().unwrap_or_default();
+        if phase == Phase::Deployed {
+            self.set(
+                cond::READY,
+                api::ConditionStatus::True,
+                cond::DEPLOYED_REASON,
+                &message,
+            );
+        } else {
+            // A failure keeps the reason it was given until another step changes it.
+            let kept = (phase == Phase::Failed)
+                .then(|| api::find_condition(&self.status.conditions, cond::READY))
+                .flatten()
+                .map(|c| c.reason.clone());
+            let reason = self
+                .ready_reason
+                .map(str::to_owned)
+                .or(kept)
+                .unwrap_or_else(|| phase_reason(phase).to_owned());
+            self.set(cond::READY, api::ConditionStatus::False, &reason, &message);
+        }
+        let record_receipt = self
+            .receipt
+            .clone()
+            .filter(|r| annotated_receipt(self.inputs.contract).as_ref() != Some(r));
+        let (command, requeue) = match next {
+            Next::Call(command) => (Some(command), None),
+            Next::Wait(requeue) => (None, requeue),
+        };
+        Step {
+            status: self.status,
+            record_receipt,
+            command,
+            requeue,
+        }
+    }
+}
+
+/// The Ready reason of a phase that is not Deployed.
+const fn phase_reason(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Pending => "Pending",
+        Phase::Bidding => "Bidding",
+        Phase::Accepted => "Accepted",
+        Phase::Deployed => cond::DEPLOYED_REASON,
+        Phase::Releasing => "Releasing",
+        Phase::Released => "Released",
+        Phase::Failed => "Failed",
+    }
+}

@@ -1,0 +1,182 @@
+//! Unit tests of the less travelled paths of [`super::decide`]: adoption,
+//! withdrawn bids, invalid requests, events and the TTL.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use api::ComputeContractPhase as Phase;
+use market::{GuestInfo, GuestStatus, RfpId};
+
+use super::conditions as cond;
+use super::decide::{Command, FailureKind, Observation, Operation, transition_event};
+use super::test_fixtures::*;
+use super::ttl::{Ttl, verdict};
+
+#[test]
+fn adopt_takes_over_the_named_guest_without_bidding() {
+    let mut c = contract();
+    c.spec.adopt = Some(receipt());
+    let s = step(&c, &ready(), t0(), Observation::Nothing);
+    assert_eq!(s.command, Some(Command::Adopt(receipt())));
+    let info = GuestInfo {
+        receipt: market_receipt(),
+        rfp: RfpId::new("rfp-1"),
+        contract: market::ContractKey::new("socialweb-system", "other"),
+        provider: "did:web:p".to_owned(),
+        cost: 4,
+        currency: "EUR".to_owned(),
+        status: GuestStatus::OnNetwork {
+            address: "10.1.1.1".to_owned(),
+        },
+    };
+    let s = step(&c, &ready(), t0(), Observation::Adopted(info));
+    assert_eq!(s.status.phase, Some(Phase::Deployed));
+    assert_eq!(s.record_receipt, Some(receipt()));
+    assert_eq!(s.status.winner.as_ref().unwrap().bidder, "did:web:p");
+    let s = step(
+        &c,
+        &ready(),
+        t0(),
+        Observation::Failed {
+            operation: Operation::Adopt,
+            failure: failure(FailureKind::NotFound),
+        },
+    );
+    assert_eq!(s.status.phase, Some(Phase::Failed));
+    assert!(s.status.message.unwrap().contains("spec.adopt"));
+    let failed = apply(
+        &c,
+        &step(
+            &c,
+            &ready(),
+            t0(),
+            Observation::Failed {
+                operation: Operation::Adopt,
+                failure: failure(FailureKind::NotFound),
+            },
+        ),
+    );
+    assert_eq!(
+        step(&failed, &ready(), t0() + secs(1), Observation::Nothing).command,
+        None
+    );
+}
+
+#[test]
+fn a_withdrawn_bid_is_collected_again() {
+    let c = bidding();
+    let c = apply(
+        &c,
+        &step(
+            &c,
+            &ready(),
+            t0() + secs(5),
+            Observation::Bids(vec![bid("did:web:a", 9)]),
+        ),
+    );
+    let s = step(
+        &c,
+        &ready(),
+        t0() + secs(5),
+        Observation::Failed {
+            operation: Operation::Accept,
+            failure: failure(FailureKind::BidGone),
+        },
+    );
+    assert_eq!(s.command, Some(Command::CollectBids));
+    assert_eq!(s.status.winner, None);
+}
+
+#[test]
+fn an_invalid_request_fails_until_the_spec_changes() {
+    let c = contract();
+    let s = step(
+        &c,
+        &ready(),
+        t0(),
+        Observation::Failed {
+            operation: Operation::Publish,
+            failure: failure(FailureKind::InvalidRequest),
+        },
+    );
+    let mut c = apply(&c, &s);
+    assert_eq!(phase(&c), Some(Phase::Failed));
+    assert_eq!(
+        step(&c, &ready(), t0() + secs(1), Observation::Nothing).command,
+        None
+    );
+    c.metadata.generation = Some(2);
+    assert_eq!(
+        step(&c, &ready(), t0() + secs(1), Observation::Nothing).command,
+        Some(Command::Publish)
+    );
+}
+
+#[test]
+fn events_mark_transitions_and_failed_releases_only() {
+    let b = bidding();
+    let a = accepted();
+    let e = transition_event(b.status.as_ref(), a.status.as_ref().unwrap()).unwrap();
+    assert_eq!((e.warning, e.reason.as_str()), (false, cond::BID_ACCEPTED));
+    assert_eq!(
+        transition_event(a.status.as_ref(), a.status.as_ref().unwrap()),
+        None
+    );
+    let c = release(deployed());
+    let failed = step(
+        &c,
+        &ready(),
+        t0() + secs(20),
+        Observation::Failed {
+            operation: Operation::Release,
+            failure: failure(FailureKind::Retryable),
+        },
+    );
+    let e = transition_event(c.status.as_ref(), &failed.status).unwrap();
+    assert_eq!((e.warning, e.reason.as_str()), (true, cond::RELEASE_FAILED));
+}
+
+#[test]
+fn ttl_deletes_only_finished_ownerless_contracts_after_the_deadline() {
+    let c = release(deployed());
+    assert_eq!(
+        verdict(&c, t0() + secs(1000)),
+        Ttl::NotFinished,
+        "a guest is held"
+    );
+    let released = apply(
+        &c,
+        &step(&c, &ready(), t0() + secs(30), Observation::Lookup(None)),
+    );
+    assert_eq!(
+        verdict(&released, t0() + secs(60)),
+        Ttl::Wait(Duration::from_secs(30))
+    );
+    assert_eq!(verdict(&released, t0() + secs(90)), Ttl::Expired);
+    let mut owned = released.clone();
+    owned.metadata.owner_references = Some(vec![Default::default()]);
+    assert_eq!(verdict(&owned, t0() + secs(1000)), Ttl::Owned);
+    // Failed with its guest still held is never deleted; once gone it is.
+    let boot_failed = apply(
+        &accepted(),
+        &step(
+            &accepted(),
+            &ready(),
+            t0() + secs(6),
+            Observation::Guest(GuestStatus::Failed {
+                reason: "x".to_owned(),
+            }),
+        ),
+    );
+    assert_eq!(verdict(&boot_failed, t0() + secs(1000)), Ttl::NotFinished);
+    let gone = apply(
+        &boot_failed,
+        &step(
+            &boot_failed,
+            &ready(),
+            t0() + secs(7),
+            Observation::Lookup(None),
+        ),
+    );
+    assert_eq!(verdict(&gone, t0() + secs(1000)), Ttl::Expired);
+}

@@ -1,0 +1,191 @@
+//! The Requester controller: runs every ComputeContract of the contract
+//! namespace against the namespace's market, and keeps the root delete order
+//! with the Requester object's finalizer.
+//!
+//! Watches ComputeContracts, Requesters and Infras (shared caches); writes
+//! ComputeContract status (status subresource, field manager
+//! `socialweb/requester`) and the receipt annotation, Requester status and
+//! finalizer, and deletes Infras (root delete order) and finished contracts
+//! (TTL, root delete order). It never writes a ComputeContract's spec.
+//!
+//! - [`decide`]: the pure lifecycle (Pending -> Bidding -> Accepted -> Deployed
+//!   -> Releasing -> Released, or Failed), unit- and property-tested.
+//! - `act`: performs what decide says: annotation, status, market call, Event.
+//! - `root`: the Requester's status and finalizer.
+//! - [`ttl`]: finished ownerless contracts are deleted after their TTL.
+//! - [`markets`]: one market per Requester.
+
+pub mod conditions;
+pub mod decide;
+pub mod markets;
+pub mod ttl;
+
+mod act;
+mod events;
+mod lifecycle;
+mod observe;
+mod root;
+
+#[cfg(test)]
+mod decide_edge_tests;
+#[cfg(test)]
+mod decide_props;
+#[cfg(test)]
+mod decide_tests;
+#[cfg(test)]
+mod test_fixtures;
+
+use std::sync::Arc;
+
+use api::{ComputeContract, Infra, Requester};
+use futures::StreamExt;
+use kube::runtime::controller::{Config, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
+
+use crate::{Clock, SharedCaches};
+
+pub use act::{contract_key, request_for};
+pub use decide::Timing;
+pub use markets::{MarketClock, Markets};
+
+/// Name the controller reports Events under.
+pub const REPORTER: &str = "socialweb-requester";
+
+/// What the Requester controller needs from the manager.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The injected clock: bid windows, retries, TTLs.
+    pub clock: Arc<dyn Clock>,
+    /// The markets of the Requesters (share one across restarts in tests).
+    pub markets: Arc<Markets>,
+    /// The namespace of the contracts, Infras and Requester.
+    pub contract_namespace: String,
+    /// Most contracts reconciled at once (and Requesters, separately).
+    pub concurrency: u16,
+    /// Publishes Events on ComputeContracts.
+    pub recorder: Recorder,
+    /// Poll and retry intervals.
+    pub timing: Timing,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("contract_namespace", &self.contract_namespace)
+            .field("concurrency", &self.concurrency)
+            .field("timing", &self.timing)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// A context with default concurrency (4) and timing.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        clock: Arc<dyn Clock>,
+        markets: Arc<Markets>,
+        contract_namespace: impl Into<String>,
+    ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: REPORTER.to_owned(),
+                instance: None,
+            },
+        );
+        Self {
+            client,
+            clock,
+            markets,
+            contract_namespace: contract_namespace.into(),
+            concurrency: 4,
+            recorder,
+            timing: Timing::default(),
+        }
+    }
+}
+
+/// The context and the caches the reconcilers read.
+pub(crate) struct Runtime {
+    ctx: Arc<Context>,
+    contracts: Store<ComputeContract>,
+    requesters: Store<Requester>,
+    infras: Store<Infra>,
+}
+
+/// Every contract of a namespace, as controller keys.
+fn contracts_of(
+    store: &Store<ComputeContract>,
+    namespace: Option<String>,
+) -> Vec<ObjectRef<ComputeContract>> {
+    store
+        .state()
+        .iter()
+        .filter(|c| c.namespace() == namespace)
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
+}
+
+/// Every Requester of a namespace, as controller keys.
+fn requesters_of(store: &Store<Requester>, namespace: Option<String>) -> Vec<ObjectRef<Requester>> {
+    store
+        .state()
+        .iter()
+        .filter(|r| r.namespace() == namespace)
+        .map(|r| ObjectRef::from_obj(r.as_ref()))
+        .collect()
+}
+
+/// The two controllers: contracts (watching Requesters) and Requesters (watching
+/// contracts and Infras, for the status count and the root delete order).
+///
+/// Subscribes to the caches when called; run the returned future, then spawn
+/// [`SharedCaches::run`]. Dropping the future stops both controllers and
+/// cancels their reconciles.
+pub fn controller(
+    ctx: Arc<Context>,
+    caches: &SharedCaches,
+) -> impl Future<Output = ()> + Send + use<> {
+    let rt = Arc::new(Runtime {
+        ctx: Arc::clone(&ctx),
+        contracts: caches.contracts.store(),
+        requesters: caches.requesters.store(),
+        infras: caches.infras.store(),
+    });
+    let config = Config::default().concurrency(ctx.concurrency);
+    let contract_store = caches.contracts.store();
+    let contracts =
+        Controller::for_shared_stream(caches.contracts.subscribe(), caches.contracts.store())
+            .watches_shared_stream(
+                caches.requesters.subscribe(),
+                move |requester: Arc<Requester>| {
+                    contracts_of(&contract_store, requester.namespace())
+                },
+            )
+            .with_config(config.clone())
+            .run(act::reconcile_contract, act::error_policy, Arc::clone(&rt))
+            .for_each(|_| futures::future::ready(()));
+    let by_contract = caches.requesters.store();
+    let by_infra = caches.requesters.store();
+    let requesters =
+        Controller::for_shared_stream(caches.requesters.subscribe(), caches.requesters.store())
+            .watches_shared_stream(
+                caches.contracts.subscribe(),
+                move |contract: Arc<ComputeContract>| {
+                    requesters_of(&by_contract, contract.namespace())
+                },
+            )
+            .watches_shared_stream(caches.infras.subscribe(), move |infra: Arc<Infra>| {
+                requesters_of(&by_infra, infra.namespace())
+            })
+            .with_config(config)
+            .run(root::reconcile_requester, root::error_policy, rt)
+            .for_each(|_| futures::future::ready(()));
+    async move {
+        futures::join!(contracts, requesters);
+    }
+}

@@ -1,0 +1,192 @@
+//! Builders and a driver shared by the decide tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use api::{
+    ComputeContract, ComputeContractPhase as Phase, ComputeContractSpec, ComputeContractStatus,
+    Location, Receipt, Resources, Role, names,
+};
+use chrono::{DateTime, TimeZone, Utc};
+use market::Bid;
+
+use market::GuestStatus;
+
+use super::decide::{
+    Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Step, Timing, decide,
+};
+
+pub fn t0() -> DateTime<Utc> {
+    Utc.timestamp_opt(1_700_000_000, 0).unwrap()
+}
+
+pub fn secs(n: i64) -> chrono::Duration {
+    chrono::Duration::seconds(n)
+}
+
+pub fn spec() -> ComputeContractSpec {
+    ComputeContractSpec {
+        resources: Resources {
+            cpus: 2,
+            memory: 4096,
+            disk: 20,
+            network: 100,
+        },
+        location: Location {
+            country: "DE".to_owned(),
+            region: Some("BY".to_owned()),
+        },
+        role: Role::Worker,
+        secrets_ref: None,
+        owner_did: Some("did:web:tenant".to_owned()),
+        adopt: None,
+        node_join: None,
+        release: false,
+        ttl_seconds_after_finished: 60,
+    }
+}
+
+pub fn contract() -> ComputeContract {
+    let mut c = ComputeContract::new("nodes-a-node-b", spec());
+    c.metadata.namespace = Some("socialweb-system".to_owned());
+    c.metadata.generation = Some(1);
+    c
+}
+
+pub fn with_status(mut c: ComputeContract, status: ComputeContractStatus) -> ComputeContract {
+    c.status = Some(status);
+    c
+}
+
+pub fn with_annotation(mut c: ComputeContract, receipt: &Receipt) -> ComputeContract {
+    c.metadata.annotations = Some(BTreeMap::from([(
+        names::RECEIPT_ANNOTATION.to_owned(),
+        serde_json::to_string(receipt).unwrap(),
+    )]));
+    c
+}
+
+pub fn ready() -> MarketView {
+    MarketView::Ready {
+        requester: "root".to_owned(),
+        bid_window: Duration::from_secs(5),
+        slot_free: true,
+        root_deleting: false,
+    }
+}
+
+pub fn timing() -> Timing {
+    Timing::default()
+}
+
+pub fn receipt() -> Receipt {
+    Receipt {
+        uri: "local://guests/g-1".to_owned(),
+        cid: "sha256:abc".to_owned(),
+    }
+}
+
+pub fn market_receipt() -> market::Receipt {
+    market::Receipt {
+        uri: receipt().uri,
+        cid: receipt().cid,
+    }
+}
+
+pub fn bid(bidder: &str, cost: u64) -> Bid {
+    Bid {
+        bidder: bidder.to_owned(),
+        cost,
+        currency: "EUR".to_owned(),
+    }
+}
+
+/// One decide at `now` with the default timing.
+pub fn step(c: &ComputeContract, view: &MarketView, now: DateTime<Utc>, obs: Observation) -> Step {
+    decide(
+        Inputs {
+            contract: c,
+            market: view,
+            timing: &timing(),
+            now,
+        },
+        obs,
+    )
+}
+
+/// What act does with a step: the annotation, then the status.
+pub fn apply(c: &ComputeContract, step: &Step) -> ComputeContract {
+    let mut next = c.clone();
+    if let Some(r) = &step.record_receipt {
+        next = with_annotation(next, r);
+    }
+    next.status = Some(step.status.clone());
+    next
+}
+
+pub fn phase(c: &ComputeContract) -> Option<Phase> {
+    c.status.as_ref().and_then(|s| s.phase)
+}
+
+pub fn condition<'a>(c: &'a ComputeContract, type_: &str) -> &'a api::Condition {
+    api::find_condition(&c.status.as_ref().unwrap().conditions, type_).unwrap()
+}
+
+pub fn failure(kind: FailureKind) -> MarketFailure {
+    MarketFailure {
+        kind,
+        message: "market unavailable during release: injected fault".to_owned(),
+    }
+}
+
+/// A contract driven to Bidding at t0 (window of 5 s).
+pub fn bidding() -> api::ComputeContract {
+    let c = contract();
+    let s = step(&c, &ready(), t0(), Observation::Nothing);
+    assert_eq!(s.command, Some(Command::Publish));
+    let c = apply(&c, &s);
+    let s = step(&c, &ready(), t0(), Observation::Published);
+    apply(&c, &s)
+}
+
+/// A contract driven to Accepted with a recorded receipt.
+pub fn accepted() -> api::ComputeContract {
+    let c = bidding();
+    let later = t0() + secs(5);
+    let s = step(
+        &c,
+        &ready(),
+        later,
+        Observation::Bids(vec![bid("did:web:a", 9)]),
+    );
+    let c = apply(&c, &s);
+    let s = step(
+        &c,
+        &ready(),
+        later,
+        Observation::Accepted {
+            bid: bid("did:web:a", 9),
+            receipt: receipt(),
+        },
+    );
+    apply(&c, &s)
+}
+
+pub fn deployed() -> api::ComputeContract {
+    let c = accepted();
+    let s = step(
+        &c,
+        &ready(),
+        t0() + secs(6),
+        Observation::Guest(GuestStatus::OnNetwork {
+            address: "10.0.0.7".to_owned(),
+        }),
+    );
+    apply(&c, &s)
+}
+
+pub fn release(mut c: api::ComputeContract) -> api::ComputeContract {
+    c.spec.release = true;
+    c
+}
