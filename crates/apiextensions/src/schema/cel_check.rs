@@ -8,7 +8,7 @@
 
 use kube_cel::cel::common::ast::{EntryExpr, Expr};
 
-use super::cel::escape_property;
+use super::cel_values::escape_property;
 use super::parse::Node;
 use crate::error::{BadValue, FieldError};
 

@@ -3,6 +3,7 @@
 mod cel;
 mod cel_check;
 mod cel_functions;
+mod cel_values;
 mod correlate;
 mod defaults;
 mod embedded;
@@ -284,5 +285,7 @@ fn cel_walk(
     }
 }
 
+#[cfg(test)]
+mod cel_tests;
 #[cfg(test)]
 mod tests;
