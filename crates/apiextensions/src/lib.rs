@@ -10,8 +10,23 @@
 //! [`StructuralSchema::list_type`] for server-side apply. [`printer_column_value`] evaluates
 //! `additionalPrinterColumns` JSONPaths for Table output.
 //!
-//! Error texts follow k8s.io/apimachinery `field.Error` and kube-openapi's validation messages,
-//! so a client sees here what it would see from a real cluster. No I/O, no async.
+//! # Expected flow (what the real server does, in this order)
+//!
+//! - CRD create/update: [`StructuralSchema::from_value_at`] for each version (path
+//!   `spec.versions[i].schema.openAPIV3Schema`), [`validate_status_subresource_root`] when the
+//!   version has a status subresource, [`PrinterColumns::from_crd_version`]; any error is a
+//!   422 whose message [`FieldError::invalid_status_message`] builds.
+//! - Custom resource write: decode, [`StructuralSchema::prune`] (collect unknown paths for
+//!   `fieldValidation`), [`StructuralSchema::apply_defaults`], then
+//!   [`StructuralSchema::validate`] with the stored (pruned and defaulted) object as `old` on
+//!   update; errors make a 422 `Invalid` with causes (`kind.reason()`, `field`, `message`).
+//! - Custom resource read: [`StructuralSchema::apply_defaults`] on the stored object.
+//! - `kubectl get`: [`PrinterColumns::column_definitions`] and [`PrinterColumns::cells`].
+//!
+//! Behaviour follows Kubernetes 1.32 (k8s.io/apiextensions-apiserver and apimachinery v0.32,
+//! the kube-openapi they vendor): error texts follow apimachinery's `field.Error` and
+//! kube-openapi's validation messages, so a client sees here what it would see from a real
+//! cluster. No I/O, no async.
 
 mod crd;
 mod error;
