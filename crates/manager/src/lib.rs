@@ -7,5 +7,7 @@
 pub mod cli;
 pub mod demo;
 pub mod http;
+pub mod leader;
+pub mod shutdown;
 pub mod telemetry;
 pub mod tree;

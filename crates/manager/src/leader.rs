@@ -1,0 +1,593 @@
+//! Leader election: of all replicas, only the holder of one `coordination.k8s.io` Lease runs the reconcilers.
+//!
+//! # Expected flow
+//!
+//! A replica starts as a follower and waits for the Lease (kube-lease-manager
+//! acquires it once it is free or expired). On acquiring it, the replica calls
+//! `make_controllers()` and runs that future in its own task. The moment it can
+//! no longer prove it holds the Lease, it aborts that task and waits again. On
+//! shutdown it lets the controllers finish (until the deadline), releases the
+//! Lease so a follower takes over at once, and returns.
+//!
+//! # Guarantees
+//!
+//! - Fencing: the controllers' task is aborted, and the abort awaited, before
+//!   this replica reports that it stopped leading. It happens when kube-lease-manager
+//!   reports the lease lost or fails to renew it, and also when this replica's own
+//!   watchdog has not seen a renewal of its hold for `duration - renew_period`
+//!   (a hung renewal), i.e. `renew_period` before any other replica may take the Lease.
+//! - A new leader takes over within the lease duration after the old one stops renewing.
+//! - While shutting down, the lease keeps being renewed until the controllers
+//!   have finished, so two leaders never overlap during a rollout.
+//!
+//! # Assumptions
+//!
+//! - The future from `make_controllers()` owns every writer it starts: it must
+//!   not detach writers with `tokio::spawn` (aborting the task would not stop
+//!   them). Join them (`join!`, `JoinSet` owned by the future) instead.
+//! - Node clocks are within `renew_period` of each other.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use controllers::metrics::Metrics;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder};
+
+use crate::shutdown::{Shutdown, parse_duration};
+
+/// The default Lease name.
+pub const DEFAULT_LEASE_NAME: &str = "socialweb-manager";
+
+/// The field manager of this manager's Lease writes.
+pub const LEASE_FIELD_MANAGER_PREFIX: &str = "socialweb/leader-";
+
+/// How long a follower waits before building its lock again after an API error.
+const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
+
+/// Leader-election flags of `run`; flatten into its args.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LeaderArgs {
+    /// Elect one leader among the replicas through a Lease; only the leader runs the reconcilers.
+    /// `--leader-elect=false` runs them at once (a single replica only!).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, env = "LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Name of the coordination.k8s.io Lease.
+    #[arg(long, default_value = DEFAULT_LEASE_NAME, env = "LEASE_NAME")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease (default: the pod's namespace, POD_NAMESPACE; else the contract namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// How long a hold lasts without renewal; a new leader takes over within this time.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "LEASE_DURATION")]
+    pub lease_duration: Duration,
+
+    /// How often the leader renews its hold; must be shorter than --lease-duration.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, env = "LEASE_RENEW")]
+    pub lease_renew: Duration,
+
+    /// This replica's name in the Lease (default: POD_NAME; else the host name plus a random suffix).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_identity: Option<String>,
+}
+
+impl LeaderArgs {
+    /// The election these flags describe, or `None` with `--leader-elect=false`.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderError::Config`] when the durations are not whole seconds or renew is not shorter.
+    pub fn config(&self, default_namespace: &str) -> Result<Option<LeaderConfig>, LeaderError> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let config = LeaderConfig {
+            namespace: self
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| default_namespace.to_owned()),
+            lease_name: self.lease_name.clone(),
+            identity: self
+                .leader_identity
+                .clone()
+                .unwrap_or_else(default_identity),
+            duration: self.lease_duration,
+            renew_period: self.lease_renew,
+        };
+        config.validate()?;
+        Ok(Some(config))
+    }
+}
+
+/// One replica's leader election.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderConfig {
+    /// Namespace of the Lease (the manager's own).
+    pub namespace: String,
+    /// Name of the Lease.
+    pub lease_name: String,
+    /// This replica's unique name in the Lease (the pod name).
+    pub identity: String,
+    /// How long a hold lasts without renewal (whole seconds).
+    pub duration: Duration,
+    /// How often the leader renews (whole seconds, shorter than `duration`).
+    pub renew_period: Duration,
+}
+
+impl LeaderConfig {
+    /// Checks what the Lease API and kube-lease-manager need.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderError::Config`] saying which value to change.
+    pub fn validate(&self) -> Result<(), LeaderError> {
+        let whole = |d: Duration| d.subsec_nanos() == 0 && d.as_secs() > 0;
+        let problem = if self.identity.is_empty() {
+            Some("the leader identity is empty".to_owned())
+        } else if !whole(self.duration) || !whole(self.renew_period) {
+            Some(format!(
+                "--lease-duration ({:?}) and --lease-renew ({:?}) must be whole seconds above 0: a Lease counts in seconds",
+                self.duration, self.renew_period
+            ))
+        } else if self.renew_period >= self.duration {
+            Some(format!(
+                "--lease-renew ({:?}) must be shorter than --lease-duration ({:?})",
+                self.renew_period, self.duration
+            ))
+        } else {
+            None
+        };
+        problem.map_or(Ok(()), |reason| Err(LeaderError::Config(reason)))
+    }
+
+    /// How long before its expiry the holder renews (kube-lease-manager's "grace").
+    fn grace(&self) -> Duration {
+        self.duration.saturating_sub(self.renew_period)
+    }
+}
+
+/// The host name plus a random suffix: unique even when two processes share a host.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "manager".to_owned());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
+}
+
+/// Why leader election failed for good.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    /// The flags do not describe a usable election.
+    #[error("invalid leader election settings: {0}")]
+    Config(String),
+    /// The Lease could not be read, created, renewed or released.
+    #[error("lease {lease}: {source}")]
+    Lease {
+        /// The Lease as `namespace/name`.
+        lease: String,
+        /// kube-lease-manager's error.
+        #[source]
+        source: kube_lease_manager::LeaseManagerError,
+    },
+    /// The controllers stopped on their own while this replica led and no shutdown was asked for.
+    #[error("controllers stopped while leading: {0:#}")]
+    Controllers(anyhow::Error),
+    /// The controllers' task panicked.
+    #[error("controllers task panicked: {0}")]
+    Panicked(String),
+}
+
+/// One replica's hold on the Lease: the seam between the fencing loop and the API.
+///
+/// [`KubeLease`] is the real one; tests drive [`run_with_lock`] with a fake.
+pub trait LeaseLock: Send + Sync {
+    /// Resolves when this replica's hold changes, with the new state; while held it keeps renewing.
+    fn changed(&self) -> impl Future<Output = Result<bool, LeaderError>> + Send;
+    /// Resolves when this replica can no longer prove it holds the Lease (only polled while leading).
+    fn fenced(&self) -> impl Future<Output = ()> + Send;
+    /// Gives the Lease up so another replica can take it at once.
+    fn release(&self) -> impl Future<Output = Result<(), LeaderError>> + Send;
+}
+
+/// The real lock: kube-lease-manager for acquiring and renewing, plus a watchdog reading the Lease.
+pub struct KubeLease {
+    manager: LeaseManager,
+    api: Api<Lease>,
+    config: LeaderConfig,
+}
+
+impl KubeLease {
+    /// Reads (or creates) the Lease.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderError::Lease`] when the API server refuses or cannot be reached.
+    pub async fn connect(client: kube::Client, config: &LeaderConfig) -> Result<Self, LeaderError> {
+        config.validate()?;
+        let manager = LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+            .with_namespace(&config.namespace)
+            .with_create_mode(LeaseCreateMode::AutoCreate)
+            .with_identity(&config.identity)
+            .with_field_manager(format!("{LEASE_FIELD_MANAGER_PREFIX}{}", config.identity))
+            .with_duration(config.duration.as_secs())
+            .with_grace(config.grace().as_secs())
+            .build()
+            .await
+            .map_err(|source| lease_error(config, source))?;
+        Ok(Self {
+            manager,
+            api: Api::namespaced(client, &config.namespace),
+            config: config.clone(),
+        })
+    }
+}
+
+fn lease_error(
+    config: &LeaderConfig,
+    source: kube_lease_manager::LeaseManagerError,
+) -> LeaderError {
+    LeaderError::Lease {
+        lease: format!("{}/{}", config.namespace, config.lease_name),
+        source,
+    }
+}
+
+impl LeaseLock for KubeLease {
+    async fn changed(&self) -> Result<bool, LeaderError> {
+        self.manager
+            .changed()
+            .await
+            .map_err(|source| lease_error(&self.config, source))
+    }
+
+    async fn fenced(&self) {
+        // Acquired just now: the hold is good for `duration`; fence `renew_period` early.
+        let margin = self.config.renew_period;
+        let mut fence_at = SystemTime::now() + self.config.grace();
+        let poll = self.config.renew_period / 2;
+        loop {
+            match tokio::time::timeout(poll, self.api.get(&self.config.lease_name)).await {
+                Ok(Ok(lease)) => match held_until(&lease, &self.config.identity) {
+                    Some(until) => fence_at = until.checked_sub(margin).unwrap_or(fence_at),
+                    None => {
+                        tracing::warn!(lease = %self.config.lease_name, "the Lease names another holder");
+                        return;
+                    }
+                },
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "cannot read the Lease to confirm the hold")
+                }
+                Err(_) => tracing::warn!("reading the Lease timed out"),
+            }
+            let left = fence_at
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            if left.is_zero() {
+                tracing::warn!(lease = %self.config.lease_name, "no renewal of the hold seen in time");
+                return;
+            }
+            tokio::time::sleep(left.min(poll)).await;
+        }
+    }
+
+    async fn release(&self) -> Result<(), LeaderError> {
+        self.manager
+            .release()
+            .await
+            .map_err(|source| lease_error(&self.config, source))
+    }
+}
+
+/// Until when `lease` is held by `identity`, by the holder's clock (renewTime + duration);
+/// `None` when someone else (or nobody) holds it.
+#[must_use]
+pub fn held_until(lease: &Lease, identity: &str) -> Option<SystemTime> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    let renewed: SystemTime = spec.renew_time.as_ref()?.0.into();
+    let seconds = u64::try_from(spec.lease_duration_seconds?).ok()?;
+    renewed.checked_add(Duration::from_secs(seconds))
+}
+
+/// Runs the controllers only while this replica holds the Lease described by `config`.
+///
+/// Returns after a shutdown (lease released) or when the controllers fail while leading.
+///
+/// # Errors
+///
+/// [`LeaderError::Config`] for unusable settings; [`LeaderError::Controllers`] /
+/// [`LeaderError::Panicked`] when the controllers end on their own while leading.
+/// API errors are retried, never returned.
+pub async fn run_while_leader<F, Fut>(
+    client: kube::Client,
+    config: LeaderConfig,
+    metrics: Metrics,
+    make_controllers: F,
+    shutdown: Shutdown,
+) -> Result<(), LeaderError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    config.validate()?;
+    tracing::info!(
+        lease = %format!("{}/{}", config.namespace, config.lease_name),
+        identity = %config.identity,
+        "waiting to lead"
+    );
+    let connect = || KubeLease::connect(client.clone(), &config);
+    run_with_lock(connect, metrics, make_controllers, shutdown).await
+}
+
+/// Runs the controllers at once, without election (`dev`, `demo`, `--leader-elect=false`).
+///
+/// # Errors
+///
+/// [`LeaderError::Controllers`] / [`LeaderError::Panicked`] when they end on their own.
+pub async fn run_unelected<Fut>(
+    metrics: Metrics,
+    controllers: Fut,
+    shutdown: Shutdown,
+) -> Result<(), LeaderError>
+where
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    metrics.set_leader(true);
+    let mut task = tokio::spawn(controllers);
+    let outcome = tokio::select! {
+        joined = &mut task => ended_on_their_own(joined, &shutdown),
+        () = shutdown.deadline_passed() => {
+            abort(task).await;
+            Ok(())
+        }
+    };
+    metrics.set_leader(false);
+    outcome
+}
+
+/// The election loop over any [`LeaseLock`]; `connect` builds a fresh lock for each term.
+///
+/// # Errors
+///
+/// As [`run_while_leader`].
+pub async fn run_with_lock<L, C, CFut, F, Fut>(
+    mut connect: C,
+    metrics: Metrics,
+    mut make_controllers: F,
+    shutdown: Shutdown,
+) -> Result<(), LeaderError>
+where
+    L: LeaseLock + 'static,
+    C: FnMut() -> CFut,
+    CFut: Future<Output = Result<L, LeaderError>>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    metrics.set_leader(false);
+    loop {
+        // Follower: build a lock and wait for it.
+        let lock = tokio::select! {
+            biased;
+            () = shutdown.signaled() => return Ok(()),
+            lock = connect() => lock,
+        };
+        let lock = match lock {
+            Ok(lock) => Arc::new(lock),
+            Err(error @ LeaderError::Config(_)) => return Err(error),
+            Err(error) => {
+                tracing::warn!(%error, "cannot reach the Lease; retrying");
+                pause_unless_shutdown(&shutdown).await;
+                continue;
+            }
+        };
+        let acquired = tokio::select! {
+            biased;
+            () = shutdown.signaled() => return release(lock).await,
+            changed = lock.changed() => changed,
+        };
+        match acquired {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(error) => {
+                tracing::warn!(%error, "waiting for the Lease failed; retrying");
+                pause_unless_shutdown(&shutdown).await;
+                continue;
+            }
+        }
+
+        // Leader.
+        tracing::info!("became leader: starting the controllers");
+        metrics.set_leader(true);
+        let term = lead(&*lock, make_controllers(), &shutdown).await;
+        metrics.set_leader(false);
+        match term {
+            Term::Lost => {
+                tracing::warn!("stopped leading: controllers aborted; waiting for the Lease again");
+            }
+            Term::Finished(outcome) => {
+                let released = release(lock).await;
+                return outcome.and(released);
+            }
+        }
+    }
+}
+
+enum Term {
+    /// The hold was lost or could not be proven; the controllers are aborted.
+    Lost,
+    /// Shutdown or the controllers ended; the caller releases the Lease.
+    Finished(Result<(), LeaderError>),
+}
+
+/// One term as leader. The controllers' task never outlives it.
+async fn lead<L, Fut>(lock: &L, controllers: Fut, shutdown: &Shutdown) -> Term
+where
+    L: LeaseLock,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let mut task = tokio::spawn(controllers);
+    let lost = async {
+        tokio::select! {
+            changed = lock.changed() => match changed {
+                Ok(still) => tracing::warn!(still_leading = still, "the Lease changed hands"),
+                Err(error) => tracing::warn!(%error, "cannot renew the Lease"),
+            },
+            () = lock.fenced() => {}
+        }
+    };
+    tokio::pin!(lost);
+    // Keep renewing until the controllers end, even while shutting down.
+    let term = tokio::select! {
+        () = &mut lost => None,
+        joined = &mut task => Some(ended_on_their_own(joined, shutdown)),
+        () = shutdown.deadline_passed() => Some(Ok(())),
+    };
+    match term {
+        Some(Ok(())) if !task.is_finished() => {
+            // The deadline cut in-flight work short.
+            abort(task).await;
+            Term::Finished(Ok(()))
+        }
+        Some(outcome) => Term::Finished(outcome),
+        None => {
+            abort(task).await;
+            Term::Lost
+        }
+    }
+}
+
+fn ended_on_their_own(
+    joined: Result<anyhow::Result<()>, tokio::task::JoinError>,
+    shutdown: &Shutdown,
+) -> Result<(), LeaderError> {
+    match joined {
+        Ok(Ok(())) if shutdown.is_triggered() => Ok(()),
+        Ok(Ok(())) => Err(LeaderError::Controllers(anyhow::anyhow!(
+            "they returned without a shutdown"
+        ))),
+        Ok(Err(error)) => Err(LeaderError::Controllers(error)),
+        Err(error) => Err(LeaderError::Panicked(error.to_string())),
+    }
+}
+
+/// Aborts the controllers' task and waits until it is gone, so nothing of it runs afterwards.
+async fn abort(task: tokio::task::JoinHandle<anyhow::Result<()>>) {
+    task.abort();
+    let _gone = task.await;
+}
+
+/// Releases on its own task: kube-lease-manager panics on a 409 from the release patch
+/// (`LeaseStateError::LockConflict` has no `LeaseManagerError`), which must not crash the exit.
+async fn release<L: LeaseLock + 'static>(lock: Arc<L>) -> Result<(), LeaderError> {
+    match tokio::spawn(async move { lock.release().await }).await {
+        Ok(Ok(())) => tracing::info!("released the Lease"),
+        // It expires on its own after the lease duration; not worth failing the exit for.
+        Ok(Err(error)) => tracing::warn!(%error, "cannot release the Lease; it will expire"),
+        Err(error) => tracing::warn!(%error, "releasing the Lease failed; it will expire"),
+    }
+    Ok(())
+}
+
+async fn pause_unless_shutdown(shutdown: &Shutdown) {
+    tokio::select! {
+        () = shutdown.signaled() => {}
+        () = tokio::time::sleep(RETRY_AFTER_ERROR) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use clap::Parser;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        leader: LeaderArgs,
+    }
+
+    fn parse(args: &[&str]) -> LeaderArgs {
+        Cli::try_parse_from(std::iter::once("manager").chain(args.iter().copied()))
+            .unwrap()
+            .leader
+    }
+
+    #[test]
+    fn defaults_elect_with_a_15s_lease_renewed_every_5s() {
+        let config = parse(&["--leader-identity", "pod-a"])
+            .config("socialweb-system")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            config,
+            LeaderConfig {
+                namespace: "socialweb-system".into(),
+                lease_name: DEFAULT_LEASE_NAME.into(),
+                identity: "pod-a".into(),
+                duration: Duration::from_secs(15),
+                renew_period: Duration::from_secs(5),
+            }
+        );
+        assert_eq!(config.grace(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn election_can_be_turned_off_and_namespace_overridden() {
+        assert_eq!(parse(&["--leader-elect=false"]).config("ns").unwrap(), None);
+        let config = parse(&["--leader-elect", "--lease-namespace", "ops"])
+            .config("ns")
+            .unwrap()
+            .unwrap();
+        assert_eq!(config.namespace, "ops");
+        assert!(!config.identity.is_empty());
+    }
+
+    #[test]
+    fn unusable_durations_are_refused_with_the_flag_names() {
+        for args in [
+            &["--lease-duration", "5s", "--lease-renew", "5s"][..],
+            &["--lease-renew", "1500ms"][..],
+            &["--lease-duration", "0s"][..],
+        ] {
+            let error = parse(args).config("ns").unwrap_err();
+            assert!(error.to_string().contains("--lease-"), "{args:?}: {error}");
+        }
+    }
+
+    fn lease(holder: Option<&str>, renewed: SystemTime, seconds: i32) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                renew_time: Some(MicroTime(renewed.try_into().unwrap())),
+                lease_duration_seconds: Some(seconds),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    #[test]
+    fn a_hold_lasts_from_the_last_renewal_for_the_lease_duration() {
+        let renewed = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let held = lease(Some("me"), renewed, 15);
+        assert_eq!(
+            held_until(&held, "me"),
+            Some(renewed + Duration::from_secs(15))
+        );
+        assert_eq!(held_until(&held, "other"), None);
+        assert_eq!(held_until(&lease(None, renewed, 15), "me"), None);
+        assert_eq!(held_until(&Lease::default(), "me"), None);
+    }
+}
