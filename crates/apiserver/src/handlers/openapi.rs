@@ -44,12 +44,27 @@ pub fn v3_document(registry: &Registry, group: &str, version: &str) -> ApiResult
     if resources.is_empty() {
         return Err(ApiError::no_route(&format!("openapi/v3 {group}/{version}")));
     }
+    // One PATCH operation per kind, tagged with its group/version/kind and offering
+    // `fieldValidation`: client-go's query-param verifier (kubectl apply, Helm) looks
+    // for exactly this before it sends `fieldValidation=Strict`; without it Helm falls
+    // back to the protobuf /openapi/v2 and refuses to install.
     let mut paths = serde_json::Map::new();
-    if group.is_empty() {
+    for r in &resources {
+        let prefix = if r.group.is_empty() {
+            format!("/api/{}", r.version)
+        } else {
+            format!("/apis/{}/{}", r.group, r.version)
+        };
+        let path = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", r.plural)
+        };
         paths.insert(
-            "/api/v1/namespaces/{name}".into(),
+            path,
             json!({"patch": {
-                "operationId": "patchCoreV1Namespace",
+                "operationId": format!("patch{}", r.kind),
+                "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version, "kind": r.kind},
                 "parameters": [
                     {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
                     {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
