@@ -1,0 +1,164 @@
+//! The Requester controller end to end on the embedded API server: contracts
+//! are rented, fail with a message a person can act on, recover, and are
+//! released.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod requester_support;
+
+use std::time::Duration;
+
+use api::{ComputeContractPhase as Phase, names};
+use requester_support::*;
+
+#[tokio::test]
+async fn a_contract_is_rented_deployed_and_the_receipt_recorded_twice() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester(
+        "root",
+        vec![bidder("did:web:cheap", 5), bidder("did:web:dear", 9)],
+        1,
+    )
+    .await;
+    env.create_contract("c1", 3600).await;
+    let c = env.wait_phase("c1", Phase::Deployed).await;
+    let status = c.status.clone().unwrap();
+    let winner = status.winner.unwrap();
+    assert_eq!((winner.bidder.as_str(), winner.cost), ("did:web:cheap", 5));
+    let guest = status.guest.unwrap();
+    assert_eq!(guest.provider, "did:web:cheap");
+    assert!(guest.address.unwrap().starts_with("10."));
+    let receipt = status.receipt.unwrap();
+    let annotated = c.metadata.annotations.as_ref().unwrap()[names::RECEIPT_ANNOTATION].clone();
+    assert_eq!(
+        serde_json::from_str::<api::Receipt>(&annotated).unwrap(),
+        receipt
+    );
+    assert_eq!(env.market.rfps_published(&key("c1")), 1);
+    assert_eq!(env.market.guests_rented(&key("c1")), 1);
+    // The Requester reports its market and holds the root finalizer.
+    env.wait_until("requester status", Duration::from_secs(5), async || {
+        let r = env.requesters().get("root").await.unwrap();
+        let ready = r
+            .status
+            .as_ref()
+            .and_then(|s| api::find_condition(&s.conditions, "Ready").map(api::Condition::is_true));
+        ready == Some(true)
+            && r.status.as_ref().unwrap().contracts == 1
+            && r.metadata
+                .finalizers
+                .unwrap_or_default()
+                .contains(&names::REQUESTER_FINALIZER.to_owned())
+    })
+    .await;
+    // Converged: no further writes to the contract.
+    let before = env
+        .contracts()
+        .get("c1")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = env
+        .contracts()
+        .get("c1")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    assert_eq!(before, after, "a Deployed contract is not rewritten");
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_bidder_that_cannot_boot_fails_the_contract_and_its_guest_is_released() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    let mut broken = bidder("did:web:broken", 3);
+    broken.failure_rate = 1000;
+    env.create_requester("root", vec![broken], 1).await;
+    env.create_contract("c1", 3600).await;
+    let c = env
+        .wait_contract("c1", Duration::from_secs(10), |c| {
+            phase_of(c) == Some(Phase::Failed)
+                && c.status.as_ref().is_some_and(|s| {
+                    api::find_condition(&s.conditions, "Released")
+                        .is_some_and(api::Condition::is_true)
+                })
+        })
+        .await;
+    let message = c.status.as_ref().unwrap().message.clone().unwrap();
+    assert!(message.contains("did:web:broken"), "{message}");
+    assert!(message.contains("boot"), "{message}");
+    assert!(env.market.release_calls(&market_receipt(&c)) >= 1);
+    assert_eq!(env.market.running_guests(), 0);
+    controller.abort();
+}
+
+#[tokio::test]
+async fn no_bids_fails_and_recovers_when_a_bidder_appears() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![], 1).await;
+    env.create_contract("c1", 3600).await;
+    let c = env.wait_phase("c1", Phase::Failed).await;
+    let message = c.status.as_ref().unwrap().message.clone().unwrap();
+    assert!(message.contains("no bidder had capacity"), "{message}");
+    assert!(
+        message.contains("2 cpus") && message.contains("DE"),
+        "{message}"
+    );
+    env.set_bidders("root", vec![bidder("did:web:late", 4)])
+        .await;
+    let c = env.wait_phase("c1", Phase::Deployed).await;
+    assert_eq!(c.status.unwrap().winner.unwrap().bidder, "did:web:late");
+    assert_eq!(
+        env.market.rfps_published(&key("c1")),
+        1,
+        "the same RFP, collected again"
+    );
+    controller.abort();
+}
+
+#[tokio::test]
+async fn release_is_sent_confirmed_and_the_finished_contract_expires() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    env.create_contract("c1", 1).await;
+    let deployed = env.wait_phase("c1", Phase::Deployed).await;
+    let receipt = market_receipt(&deployed);
+    env.release("c1").await;
+    let released = env.wait_phase("c1", Phase::Released).await;
+    assert!(released.status.as_ref().unwrap().completion_time.is_some());
+    assert!(env.market.release_calls(&receipt) >= 1);
+    assert_eq!(env.market.running_guests(), 0);
+    // Ownerless and finished: deleted ttlSecondsAfterFinished (1 s) later.
+    env.wait_until("ttl deletion", Duration::from_secs(6), async || {
+        env.contracts().get_opt("c1").await.unwrap().is_none()
+    })
+    .await;
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_contract_without_a_requester_waits_and_says_so() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_contract("c1", 3600).await;
+    let c = env
+        .wait_contract("c1", Duration::from_secs(5), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                api::find_condition(&s.conditions, "Ready")
+                    .is_some_and(|r| r.reason == "NoRequester")
+            })
+        })
+        .await;
+    assert_eq!(phase_of(&c), Some(Phase::Pending));
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    env.wait_phase("c1", Phase::Deployed).await;
+    controller.abort();
+}

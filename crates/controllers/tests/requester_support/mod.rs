@@ -1,0 +1,253 @@
+//! End-to-end fixtures for the Requester controller: an embedded API server
+//! with the CRDs, a shared local market, and a controller that can be killed
+//! and started again.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{
+    ComputeContract, ComputeContractPhase, ComputeContractSpec, LocalBidder, Location, Requester,
+    RequesterSpec, Resources, Role,
+};
+use apiserver::testing::TestServer;
+use controllers::requester::{self, Context, MarketClock, Markets, Timing};
+use controllers::{Clock, SharedCaches, SystemClock};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use market::{ContractKey, LocalMarket, LocalMarketConfig};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+pub const NS: &str = "socialweb-system";
+/// The field manager the tests write contract specs with, as the Infra controller would.
+pub const TEST_INFRA: &str = "test/infra";
+
+pub struct Env {
+    pub server: TestServer,
+    pub client: kube::Client,
+    pub clock: Arc<dyn Clock>,
+    pub market: Arc<LocalMarket>,
+}
+
+impl Env {
+    pub async fn start() -> Self {
+        let server = TestServer::start().await.unwrap();
+        let client = server.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in api::crds() {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let market = Arc::new(
+            LocalMarket::new(
+                LocalMarketConfig {
+                    seed: 7,
+                    ..LocalMarketConfig::default()
+                },
+                Arc::new(MarketClock(Arc::clone(&clock))),
+            )
+            .unwrap(),
+        );
+        Self {
+            server,
+            client,
+            clock,
+            market,
+        }
+    }
+
+    /// Starts the controller (and its caches) on the shared market; abort the
+    /// handle to kill it mid-flight.
+    pub fn start_controller(&self) -> JoinHandle<()> {
+        let markets = Arc::new(Markets::with_local_market(
+            Arc::clone(&self.clock),
+            Arc::clone(&self.market),
+        ));
+        let mut ctx = Context::new(self.client.clone(), Arc::clone(&self.clock), markets, NS);
+        ctx.timing = fast_timing();
+        let caches = SharedCaches::new(self.client.clone(), NS);
+        let controller = requester::controller(Arc::new(ctx), &caches);
+        let reflectors = caches.run();
+        tokio::spawn(async move {
+            futures::join!(controller, reflectors);
+        })
+    }
+
+    pub fn contracts(&self) -> Api<ComputeContract> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn requesters(&self) -> Api<Requester> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub async fn create_requester(&self, name: &str, bidders: Vec<LocalBidder>, window: u32) {
+        let mut requester = Requester::new(
+            name,
+            RequesterSpec {
+                market: api::Market {
+                    local: Some(api::requester::LocalMarket {
+                        seed: 7,
+                        bidders,
+                        state_dir: None,
+                    }),
+                },
+                bid_window_seconds: window,
+                max_in_flight: 10,
+            },
+        );
+        requester.metadata.namespace = Some(NS.to_owned());
+        self.requesters()
+            .create(&PostParams::default(), &requester)
+            .await
+            .unwrap();
+    }
+
+    pub async fn set_bidders(&self, name: &str, bidders: Vec<LocalBidder>) {
+        let patch = json!({"spec": {"market": {"local": {"bidders": bidders}}}});
+        self.requesters()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// Creates a contract as the Infra controller would (ownerless here).
+    pub async fn create_contract(&self, name: &str, ttl: u32) {
+        let mut contract = ComputeContract::new(name, contract_spec(ttl));
+        contract.metadata.namespace = Some(NS.to_owned());
+        let params = PostParams {
+            field_manager: Some(TEST_INFRA.to_owned()),
+            ..PostParams::default()
+        };
+        self.contracts().create(&params, &contract).await.unwrap();
+    }
+
+    /// Sets `spec.release`, as the Infra controller does.
+    pub async fn release(&self, name: &str) {
+        let params = PatchParams {
+            field_manager: Some(TEST_INFRA.to_owned()),
+            ..PatchParams::default()
+        };
+        self.contracts()
+            .patch(
+                name,
+                &params,
+                &Patch::Merge(json!({"spec": {"release": true}})),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Polls the contract until `done` holds; panics with its last state after `timeout`.
+    pub async fn wait_contract(
+        &self,
+        name: &str,
+        timeout: Duration,
+        done: impl Fn(&ComputeContract) -> bool,
+    ) -> ComputeContract {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let current = self.contracts().get_opt(name).await.unwrap();
+            if let Some(c) = &current
+                && done(c)
+            {
+                return c.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "contract {name} did not get there in {timeout:?}; last: {:#?}",
+                current.map(|c| c.status)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn wait_phase(&self, name: &str, phase: ComputeContractPhase) -> ComputeContract {
+        self.wait_contract(name, Duration::from_secs(10), |c| {
+            phase_of(c) == Some(phase)
+        })
+        .await
+    }
+
+    /// Polls until `done` is true.
+    pub async fn wait_until(&self, what: &str, timeout: Duration, done: impl AsyncFn() -> bool) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !done().await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what} did not happen in {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+pub fn fast_timing() -> Timing {
+    Timing {
+        retry_base: Duration::from_secs(1),
+        retry_max: Duration::from_secs(2),
+        boot_poll: Duration::from_millis(200),
+        register_poll: Duration::from_millis(500),
+        guest_poll: Duration::from_secs(5),
+        release_poll: Duration::from_millis(200),
+        slot_wait: Duration::from_millis(500),
+        release_failed_after: 5,
+    }
+}
+
+pub fn bidder(did: &str, cost: u64) -> LocalBidder {
+    LocalBidder {
+        did: did.to_owned(),
+        cost,
+        currency: "EUR".to_owned(),
+        capacity: 4,
+        boot_delay_millis: 50,
+        failure_rate: 0,
+    }
+}
+
+pub fn contract_spec(ttl: u32) -> ComputeContractSpec {
+    ComputeContractSpec {
+        resources: Resources {
+            cpus: 2,
+            memory: 4096,
+            disk: 20,
+            network: 100,
+        },
+        location: Location {
+            country: "DE".to_owned(),
+            region: None,
+        },
+        role: Role::Worker,
+        secrets_ref: None,
+        owner_did: Some("did:web:tenant.example".to_owned()),
+        adopt: None,
+        node_join: None,
+        release: false,
+        ttl_seconds_after_finished: ttl,
+    }
+}
+
+pub fn phase_of(c: &ComputeContract) -> Option<ComputeContractPhase> {
+    c.status.as_ref().and_then(|s| s.phase)
+}
+
+pub fn key(name: &str) -> ContractKey {
+    ContractKey::new(NS, name)
+}
+
+pub fn market_receipt(c: &ComputeContract) -> market::Receipt {
+    let r = c.status.as_ref().unwrap().receipt.clone().unwrap();
+    market::Receipt {
+        uri: r.uri,
+        cid: r.cid,
+    }
+}
