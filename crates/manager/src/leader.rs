@@ -566,6 +566,33 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// kube-lease-manager panics on a grace of 0 or not below the duration: validate must
+        /// accept exactly the settings it takes.
+        #[test]
+        fn validate_accepts_exactly_whole_seconds_with_renew_below_duration(
+            duration_ms in 0_u64..120_000,
+            renew_ms in 0_u64..120_000,
+        ) {
+            let config = LeaderConfig {
+                namespace: "ns".into(),
+                lease_name: DEFAULT_LEASE_NAME.into(),
+                identity: "pod".into(),
+                duration: Duration::from_millis(duration_ms),
+                renew_period: Duration::from_millis(renew_ms),
+            };
+            let usable = duration_ms % 1000 == 0
+                && renew_ms % 1000 == 0
+                && renew_ms > 0
+                && renew_ms < duration_ms;
+            proptest::prop_assert_eq!(config.validate().is_ok(), usable);
+            if usable {
+                let grace = config.grace().as_secs();
+                proptest::prop_assert!(grace > 0 && grace < config.duration.as_secs());
+            }
+        }
+    }
+
     fn lease(holder: Option<&str>, renewed: SystemTime, seconds: i32) -> Lease {
         Lease {
             spec: Some(LeaseSpec {

@@ -180,6 +180,23 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn every_unit_means_what_it_says(amount in 0_u32..100_000) {
+            let n = u64::from(amount);
+            proptest::prop_assert_eq!(parse_duration(&format!("{n}ms")), Ok(Duration::from_millis(n)));
+            proptest::prop_assert_eq!(parse_duration(&format!("{n}s")), Ok(Duration::from_secs(n)));
+            proptest::prop_assert_eq!(parse_duration(&format!("{n}")), Ok(Duration::from_secs(n)));
+            proptest::prop_assert_eq!(parse_duration(&format!("{n}m")), Ok(Duration::from_secs(n * 60)));
+            proptest::prop_assert_eq!(parse_duration(&format!("{n}h")), Ok(Duration::from_secs(n * 3600)));
+        }
+
+        #[test]
+        fn nothing_panics_on_any_text(text in ".{0,12}") {
+            let _ = parse_duration(&text);
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn work_that_finishes_in_time_returns_its_output() {
         let shutdown = Shutdown::new(Duration::from_secs(25));
