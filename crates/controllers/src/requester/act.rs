@@ -37,6 +37,7 @@ pub(super) async fn reconcile_contract(
     rt: Arc<Runtime>,
 ) -> Result<Action> {
     let ctx = &rt.ctx;
+    let _timer = ctx.metrics.reconcile_started(super::CONTRACT_METRICS_LABEL);
     let namespace = contract.namespace().unwrap_or_default();
     let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), &namespace);
     let ttl_wait = match ttl::verdict(&contract, ctx.clock.now()) {
@@ -75,7 +76,11 @@ pub(super) async fn reconcile_contract(
             // decide only asks for a market call when the view is Ready.
             return Ok(Action::await_change());
         };
+        let started = std::time::Instant::now();
+        let operation = command.operation();
         observation = perform(handle, &current, command).await;
+        ctx.metrics
+            .observe_market(operation.as_str(), started.elapsed());
     }
     Ok(Action::requeue(Duration::from_secs(1)))
 }

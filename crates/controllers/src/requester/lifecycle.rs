@@ -93,6 +93,22 @@ pub enum Operation {
     Adopt,
 }
 
+impl Operation {
+    /// A snake_case name (the market's own operation names), usable as a metric label.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Publish => "publish",
+            Self::CollectBids => "collect_bids",
+            Self::Accept => "accept",
+            Self::GuestStatus => "guest_status",
+            Self::Release => "release",
+            Self::Lookup => "lookup",
+            Self::Adopt => "adopt",
+        }
+    }
+}
+
 /// A market call `act` makes for the contract.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {

@@ -44,11 +44,17 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
+use crate::metrics::Metrics;
 use crate::{Clock, SharedCaches};
 
 pub use act::{contract_key, request_for};
 pub use decide::Timing;
 pub use markets::{MarketClock, Markets};
+
+/// The `controller` metric label of the contract reconciler.
+pub const CONTRACT_METRICS_LABEL: &str = "requester";
+/// The `controller` metric label of the Requester (root) reconciler.
+pub const ROOT_METRICS_LABEL: &str = "requester_root";
 
 /// Name the controller reports Events under.
 pub const REPORTER: &str = "socialweb-requester";
@@ -69,6 +75,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Poll and retry intervals.
     pub timing: Timing,
+    /// Reconcile timers and errors, market latency, the contract phase gauge.
+    pub metrics: Metrics,
 }
 
 impl std::fmt::Debug for Context {
@@ -82,7 +90,8 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    /// A context with default concurrency (4) and timing.
+    /// A context with default concurrency (4), timing, and metrics registered
+    /// nowhere (set `metrics` to the manager's to export them).
     #[must_use]
     pub fn new(
         client: Client,
@@ -105,6 +114,7 @@ impl Context {
             concurrency: 4,
             recorder,
             timing: Timing::default(),
+            metrics: Metrics::default(),
         }
     }
 }

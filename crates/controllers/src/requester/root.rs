@@ -53,7 +53,13 @@ pub(super) async fn reconcile_requester(
     requester: Arc<Requester>,
     rt: Arc<Runtime>,
 ) -> Result<Action> {
+    let _timer = rt.ctx.metrics.reconcile_started(super::ROOT_METRICS_LABEL);
     let namespace = requester.namespace().unwrap_or_default();
+    rt.ctx.metrics.set_contract_phases(
+        contracts_in(&rt, &namespace)
+            .iter()
+            .map(|c| c.status.as_ref().and_then(|s| s.phase)),
+    );
     let api: Api<Requester> = Api::namespaced(rt.ctx.client.clone(), &namespace);
     let has_finalizer = requester
         .finalizers()
@@ -302,7 +308,10 @@ async fn write_status_if_changed(
 }
 
 /// Logs a failed reconcile and requeues after the error's own delay.
-pub(super) fn error_policy(requester: Arc<Requester>, error: &Error, _rt: Arc<Runtime>) -> Action {
+pub(super) fn error_policy(requester: Arc<Requester>, error: &Error, rt: Arc<Runtime>) -> Action {
+    rt.ctx
+        .metrics
+        .reconcile_failed(super::ROOT_METRICS_LABEL, error.category());
     if !error.is_conflict() {
         warn!(requester = %requester.name_any(), category = error.category(), %error, "reconcile failed");
     }
