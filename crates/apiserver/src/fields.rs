@@ -1,91 +1,92 @@
 //! The boundary to field management (`apimachinery::managed_fields`): server-side apply
 //! and managedFields bookkeeping for Update-type writes.
-//!
-//! TEMPORARY: until the apimachinery crate lands, apply is a JSON merge of the
-//! configuration onto the live object and managedFields only record the manager.
 
+use apimachinery::managed_fields::{self, AtomicLists, SchemaTypes};
 use serde_json::Value;
 
-use crate::status::ApiError;
+pub use apimachinery::managed_fields::ListType;
 
-/// How a list is merged by server-side apply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListType {
-    /// Replaced whole.
-    Atomic,
-    /// A set of scalars.
-    Set,
-    /// A map keyed by these fields.
-    Map(Vec<String>),
+use crate::registry::Resource;
+use crate::status::{ApiError, Cause};
+
+fn types(res: &Resource) -> &dyn SchemaTypes {
+    match &res.schema {
+        Some(schema) => schema.as_ref(),
+        None => &AtomicLists,
+    }
 }
 
 /// Records an Update-type write by `manager` in `new`'s managedFields.
 pub fn update(
-    _old: Option<&Value>,
+    res: &Resource,
+    old: Option<&Value>,
     new: &mut Value,
     manager: &str,
     subresource: Option<&str>,
     now: &str,
 ) {
-    record(new, manager, "Update", subresource, now);
+    managed_fields::update(old, new, manager, subresource, types(res), now);
+}
+
+/// What of an apply configuration a write to `subresource` takes: the main endpoint
+/// ignores `.status` of kinds with a status subresource, `/status` takes only `.status`.
+#[must_use]
+pub fn scope_config(res: &Resource, config: &Value, subresource: Option<&str>) -> Value {
+    let mut scoped = config.clone();
+    match (subresource, scoped.as_object_mut()) {
+        (Some(_), Some(map)) => {
+            map.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"));
+            if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+                meta.retain(|k, _| matches!(k.as_str(), "name" | "namespace"));
+            }
+        }
+        (None, Some(map)) if res.has_status => {
+            map.remove("status");
+        }
+        _ => {}
+    }
+    scoped
 }
 
 /// Server-side apply of `config` by `manager` onto `live`.
 ///
 /// # Errors
-/// 409 Conflict with `FieldManagerConflict` causes; 422/400 for an invalid configuration.
+/// 409 Conflict with `FieldManagerConflict` causes; 400 for an invalid configuration.
 pub fn apply(
+    res: &Resource,
     live: Option<&Value>,
     config: &Value,
     manager: &str,
     subresource: Option<&str>,
-    _force: bool,
+    force: bool,
     now: &str,
 ) -> Result<Value, ApiError> {
-    let mut out = live.cloned().unwrap_or_else(|| serde_json::json!({}));
-    crate::compat::merge_patch(&mut out, &strip_nulls(config));
-    record(&mut out, manager, "Apply", subresource, now);
-    Ok(out)
+    let config = scope_config(res, config, subresource);
+    managed_fields::apply(live, &config, manager, subresource, force, types(res), now).map_err(
+        |e| match e {
+            managed_fields::ApplyError::Conflicts(conflicts) => {
+                let mut err = ApiError::new(409, "Conflict", e_text(&conflicts));
+                err.causes = conflicts
+                    .iter()
+                    .map(|c| Cause {
+                        reason: "FieldManagerConflict".into(),
+                        field: c.field.clone(),
+                        message: c.cause_message(),
+                    })
+                    .collect();
+                err.group = Some(res.group.clone());
+                err.kind = Some(res.plural.clone());
+                err.name = live
+                    .and_then(|l| l["metadata"]["name"].as_str())
+                    .or_else(|| config["metadata"]["name"].as_str())
+                    .map(str::to_string);
+                err
+            }
+            managed_fields::ApplyError::Invalid(message) => ApiError::bad_request(message),
+        },
+    )
 }
 
-fn strip_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), strip_nulls(v)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-fn record(obj: &mut Value, manager: &str, operation: &str, subresource: Option<&str>, now: &str) {
-    let api_version = obj["apiVersion"].clone();
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let entries = meta
-        .entry("managedFields")
-        .or_insert_with(|| Value::Array(Vec::new()));
-    let Some(list) = entries.as_array_mut() else {
-        return;
-    };
-    let sub = subresource.unwrap_or("");
-    if let Some(e) = list.iter_mut().find(|e| {
-        e["manager"] == manager
-            && e["operation"] == operation
-            && e["subresource"].as_str().unwrap_or("") == sub
-    }) {
-        e["time"] = Value::String(now.to_string());
-        return;
-    }
-    let mut entry = serde_json::json!({
-        "manager": manager, "operation": operation, "apiVersion": api_version,
-        "time": now, "fieldsType": "FieldsV1", "fieldsV1": {}
-    });
-    if !sub.is_empty() {
-        entry["subresource"] = Value::String(sub.to_string());
-    }
-    list.push(entry);
+fn e_text(conflicts: &[managed_fields::Conflict]) -> String {
+    managed_fields::ApplyError::Conflicts(conflicts.to_vec()).to_string()
 }

@@ -12,7 +12,6 @@
 #![allow(clippy::result_large_err)]
 
 pub mod audit;
-pub mod compat;
 pub mod faults;
 pub mod fields;
 pub mod handlers;
@@ -152,7 +151,7 @@ impl App {
         let mut registry = self.registry.write();
         for crd in table.values() {
             if let Err(e) = registry.register_crd(&crd.value()) {
-                tracing::warn!(crd = %crd.name, error = %e, "stored CRD could not be served");
+                tracing::warn!(crd = %crd.name, error = ?e, "stored CRD could not be served");
             }
         }
     }
@@ -175,7 +174,7 @@ impl App {
             // Recovery runs before serving: nobody waits on this write's durability.
             let _ = self
                 .store
-                .write(&storage, &key, Some(object), Expect::Absent);
+                .write(&storage, &key, store::Op::Put(object), Expect::Absent);
         }
     }
 
@@ -188,7 +187,7 @@ impl App {
                 ChangeType::Deleted => registry.unregister_crd(&change.object.name),
                 _ => {
                     if let Err(e) = registry.register_crd(&value) {
-                        tracing::warn!(crd = %change.object.name, error = %e, "CRD could not be served");
+                        tracing::warn!(crd = %change.object.name, error = ?e, "CRD could not be served");
                     }
                 }
             }

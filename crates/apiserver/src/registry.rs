@@ -5,27 +5,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use apiextensions::PrinterColumns;
+
 use crate::schema::CrdSchema;
+use crate::status::Cause;
 
 /// The storage identity of a resource: `<group>/<plural>` (all served versions share it).
 pub type StorageKey = Arc<str>;
-
-/// One `additionalPrinterColumns` entry.
-#[derive(Debug, Clone)]
-pub struct PrinterColumn {
-    /// Column header.
-    pub name: String,
-    /// OpenAPI type (string, integer, date, ...).
-    pub type_: String,
-    /// Optional format.
-    pub format: Option<String>,
-    /// Description.
-    pub description: String,
-    /// 0 = shown by default; higher only with `-o wide`.
-    pub priority: i64,
-    /// The JSONPath of the value.
-    pub json_path: String,
-}
 
 /// Everything the server knows about one served group/version/resource.
 #[derive(Debug, Clone)]
@@ -53,7 +39,7 @@ pub struct Resource {
     /// The structural schema of a custom resource version.
     pub schema: Option<Arc<CrdSchema>>,
     /// Printer columns of a custom resource version.
-    pub printer_columns: Vec<PrinterColumn>,
+    pub printer_columns: Option<Arc<PrinterColumns>>,
     /// Extra field selectors (`selectableFields`), as dotted paths without the leading dot.
     pub selectable_fields: Vec<String>,
     /// Where objects are stored.
@@ -306,7 +292,7 @@ impl Registry {
                 },
                 has_status: b.status,
                 schema: None,
-                printer_columns: Vec::new(),
+                printer_columns: None,
                 selectable_fields: Vec::new(),
                 storage: storage_key(b.group, b.plural),
                 custom: false,
@@ -396,8 +382,8 @@ impl Registry {
     /// Registers (or re-registers) the resources a CRD object defines.
     ///
     /// # Errors
-    /// A message when the CRD is not usable (missing names, no served version, bad schema).
-    pub fn register_crd(&mut self, crd: &Value) -> Result<(), String> {
+    /// The causes when the CRD is not usable (missing names, no served version, bad schema).
+    pub fn register_crd(&mut self, crd: &Value) -> Result<(), Vec<Cause>> {
         let resources = resources_of_crd(crd)?;
         let crd_name = crd["metadata"]["name"]
             .as_str()
@@ -460,20 +446,31 @@ fn strings(value: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn cause(reason: &str, field: &str, message: &str) -> Vec<Cause> {
+    vec![Cause {
+        reason: reason.into(),
+        field: field.into(),
+        message: message.into(),
+    }]
+}
+
 /// The resources (one per served version) a CRD defines.
 ///
 /// # Errors
-/// A message naming what is missing or invalid.
-pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, String> {
+/// The field errors (Status causes) of what is missing or invalid.
+pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
     let spec = &crd["spec"];
-    let group = spec["group"].as_str().ok_or("spec.group: Required value")?;
+    let required = |field: &str| cause("FieldValueRequired", field, "Required value");
+    let group = spec["group"]
+        .as_str()
+        .ok_or_else(|| required("spec.group"))?;
     let names = &spec["names"];
     let plural = names["plural"]
         .as_str()
-        .ok_or("spec.names.plural: Required value")?;
+        .ok_or_else(|| required("spec.names.plural"))?;
     let kind = names["kind"]
         .as_str()
-        .ok_or("spec.names.kind: Required value")?;
+        .ok_or_else(|| required("spec.names.kind"))?;
     let singular = names["singular"]
         .as_str()
         .map_or_else(|| kind.to_lowercase(), str::to_string);
@@ -483,48 +480,64 @@ pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, String> {
     let namespaced = match spec["scope"].as_str() {
         Some("Namespaced") => true,
         Some("Cluster") => false,
-        _ => return Err("spec.scope: Unsupported value: must be Namespaced or Cluster".into()),
+        other => {
+            return Err(cause(
+                "FieldValueNotSupported",
+                "spec.scope",
+                &format!(
+                    "Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
+                ),
+            ));
+        }
     };
     let versions = spec["versions"]
         .as_array()
         .filter(|v| !v.is_empty())
-        .ok_or("spec.versions: Required value: must have exactly one version marked as storage version")?;
-    let storage_version = versions
+        .ok_or_else(|| required("spec.versions"))?;
+    let storage: Vec<&str> = versions
         .iter()
-        .find(|v| v["storage"].as_bool() == Some(true))
-        .and_then(|v| v["name"].as_str())
-        .ok_or(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version",
-        )?;
+        .filter(|v| v["storage"].as_bool() == Some(true))
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    let [storage_version] = storage.as_slice() else {
+        return Err(cause(
+            "FieldValueInvalid",
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
+    };
     let mut out = Vec::new();
-    for v in versions {
+    let mut errors = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
         let Some(version) = v["name"].as_str() else {
-            return Err("spec.versions[].name: Required value".into());
+            errors.extend(required(&format!("spec.versions[{i}].name")));
+            continue;
         };
         if v["served"].as_bool() != Some(true) {
             continue;
         }
         let schema = match v.pointer("/schema/openAPIV3Schema") {
-            Some(raw) => Some(Arc::new(CrdSchema::new(raw).map_err(|e| {
-                format!("spec.versions[{version}].schema.openAPIV3Schema: Invalid value: {e}")
-            })?)),
+            Some(raw) => {
+                match CrdSchema::new(raw, &format!("spec.versions[{i}].schema.openAPIV3Schema")) {
+                    Ok(schema) => Some(Arc::new(schema)),
+                    Err(causes) => {
+                        errors.extend(causes);
+                        None
+                    }
+                }
+            }
             None => None,
         };
-        let printer_columns = v["additionalPrinterColumns"]
-            .as_array()
-            .map(|cols| {
-                cols.iter()
-                    .map(|c| PrinterColumn {
-                        name: c["name"].as_str().unwrap_or_default().to_string(),
-                        type_: c["type"].as_str().unwrap_or("string").to_string(),
-                        format: c["format"].as_str().map(str::to_string),
-                        description: c["description"].as_str().unwrap_or_default().to_string(),
-                        priority: c["priority"].as_i64().unwrap_or(0),
-                        json_path: c["jsonPath"].as_str().unwrap_or_default().to_string(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let printer_columns = match PrinterColumns::from_crd_version(
+            v,
+            &format!("spec.versions[{i}].additionalPrinterColumns"),
+        ) {
+            Ok(columns) => Some(Arc::new(columns)),
+            Err(field_errors) => {
+                errors.extend(crate::schema::causes(&field_errors));
+                None
+            }
+        };
         let selectable_fields = v["selectableFields"]
             .as_array()
             .map(|fields| {
@@ -551,8 +564,11 @@ pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, String> {
             selectable_fields,
             storage: storage_key(group, plural),
             custom: true,
-            storage_version: storage_version.to_string(),
+            storage_version: (*storage_version).to_string(),
         });
+    }
+    if !errors.is_empty() {
+        return Err(errors);
     }
     Ok(out)
 }

@@ -1,3 +1,3 @@
-//! Label and field selectors (the boundary to `apimachinery::selector`).
+//! Label and field selectors (from `apimachinery::selector`).
 
-pub use crate::compat::{FieldSelector, LabelSelector};
+pub use apimachinery::selector::{FieldSelector, LabelSelector};

@@ -10,21 +10,24 @@ use super::read::key_of;
 use super::render::object_value;
 use super::{Req, json_response, parse_yaml};
 use crate::App;
-use crate::compat::{json_patch, merge_patch};
 use crate::fields;
 use crate::paths::ResourcePath;
 use crate::registry::{CRD_STORAGE, Resource};
 use crate::semantics::prepare::FieldValidation;
 use crate::semantics::{crd, prepare};
 use crate::status::{ApiError, ApiResult};
-use crate::store::{Expect, ObjKey, StoredObject, WriteError};
+use crate::store::{Expect, ObjKey, Op, StoredObject, WriteError};
+use apimachinery::patch::{check_merge_patch, json_patch, merge_patch};
 
 /// What a mutation decided.
 pub enum Outcome {
     /// Store this object.
     Store(Value),
-    /// Remove the object (its last finalizer went away).
+    /// Remove the object (its last finalizer went away); the DELETED event shows this
+    /// final state when given.
     Remove,
+    /// Remove the object, whose final state is this.
+    RemoveAs(Value),
     /// Nothing changed: no write, no event, no new resourceVersion.
     Unchanged,
 }
@@ -90,11 +93,13 @@ pub async fn create_object(
     res: &Arc<Resource>,
     mut object: Value,
     req: &Req,
+    applied: bool,
 ) -> ApiResult<Response> {
     let validation = FieldValidation::from_param(req.params.field_validation.as_deref());
     let warnings = prepare::schema_pass(res, &mut object, None, validation)?;
     if &*res.storage == CRD_STORAGE {
         crd::on_write(&mut object)?;
+        crd::on_create(&mut object);
     }
     let name = object["metadata"]["name"]
         .as_str()
@@ -107,7 +112,16 @@ pub async fn create_object(
     if res.namespaced {
         check_namespace(app, res, &namespace, &name)?;
     }
-    fields::update(None, &mut object, &req.manager(), None, &prepare::now());
+    if !applied {
+        fields::update(
+            res,
+            None,
+            &mut object,
+            &req.manager(),
+            None,
+            &prepare::now(),
+        );
+    }
     if req.params.dry_run {
         let stored = StoredObject::new(&object, 0).ok_or_else(|| ApiError::internal("encode"))?;
         return Ok(respond(StatusCode::CREATED, res, &stored, &warnings));
@@ -115,7 +129,7 @@ pub async fn create_object(
     let key: ObjKey = (namespace, name.clone());
     let mut written = app
         .store
-        .write(&res.storage, &key, Some(object), Expect::Absent)
+        .write(&res.storage, &key, Op::Put(object), Expect::Absent)
         .map_err(|e| store_error(res, &name, e))?;
     written.wait_durable().await;
     app.after_write(&written.change);
@@ -139,7 +153,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let body = req.body_object()?;
     let object = prepare::create(res, body, path.namespace.as_deref())?;
-    create_object(app, res, object, req).await
+    create_object(app, res, object, req, false).await
 }
 
 /// Runs a read-modify-write until it lands on the object it read.
@@ -162,20 +176,24 @@ where
             .get(&res.storage, key)
             .ok_or_else(|| ApiError::not_found(&res.group, &res.plural, &key.1))?;
         let outcome = mutation(&current)?;
-        let object = match outcome {
+        let op = match outcome {
             Outcome::Unchanged => return Ok(current),
-            Outcome::Store(v) => Some(v),
-            Outcome::Remove => None,
+            Outcome::Store(v) => Op::Put(v),
+            Outcome::Remove => Op::Delete(None),
+            Outcome::RemoveAs(v) => Op::Delete(Some(v)),
         };
         if dry_run {
-            let preview = object.unwrap_or_else(|| current.value());
+            let preview = match op {
+                Op::Put(v) | Op::Delete(Some(v)) => v,
+                Op::Delete(None) => current.value(),
+            };
             return StoredObject::new(&preview, current.rv)
                 .map(Arc::new)
                 .ok_or_else(|| ApiError::internal("encode"));
         }
         match app
             .store
-            .write(&res.storage, key, object, Expect::Rv(current.rv))
+            .write(&res.storage, key, op, Expect::Rv(current.rv))
         {
             Ok(mut written) => {
                 written.wait_durable().await;
@@ -208,13 +226,20 @@ fn finish(
         && new["metadata"]["finalizers"].is_null()
         && !blocks_namespace(res, &new)
     {
-        return Ok(Outcome::Remove);
+        return Ok(Outcome::RemoveAs(new));
     }
     if prepare::is_noop(old, &new) {
         return Ok(Outcome::Unchanged);
     }
     if !applied {
-        fields::update(Some(old), &mut new, &req.manager(), sub, &prepare::now());
+        fields::update(
+            res,
+            Some(old),
+            &mut new,
+            &req.manager(),
+            sub,
+            &prepare::now(),
+        );
     }
     Ok(Outcome::Store(new))
 }
@@ -332,12 +357,13 @@ pub async fn patch(
         if !patch["metadata"]["managedFields"].is_null() {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
-    } else if kind == PatchKind::Merge && !patch.is_object() {
-        return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+    } else if kind == PatchKind::Merge {
+        check_merge_patch(&patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     let key = key_of(path, name);
     if kind == PatchKind::Apply && sub.is_none() && app.store.get(&res.storage, &key).is_none() {
         let applied = fields::apply(
+            res,
             None,
             &patch,
             &manager,
@@ -345,22 +371,14 @@ pub async fn patch(
             req.params.force,
             &prepare::now(),
         )?;
-        let mut object = prepare::create(res, applied, path.namespace.as_deref())?;
+        let object = prepare::create(res, applied, path.namespace.as_deref())?;
         if object["metadata"]["name"] != Value::String(name.to_string()) {
             return Err(ApiError::bad_request(format!(
                 "the name of the object does not match the name on the URL ({name})"
             )));
         }
         // create() reset metadata; keep the apply's managedFields entry.
-        object["metadata"]["managedFields"] = fields_of(&fields::apply(
-            None,
-            &patch,
-            &manager,
-            None,
-            req.params.force,
-            &prepare::now(),
-        )?);
-        return create_object(app, res, object, req).await;
+        return create_object(app, res, object, req, true).await;
     }
     let mut warnings = Vec::new();
     let stored = mutate(app, res, &key, req.params.dry_run, |current| {
@@ -374,17 +392,16 @@ pub async fn patch(
             PatchKind::Json => {
                 let mut v = old.clone();
                 json_patch(&mut v, &patch).map_err(|e| {
-                    ApiError::new(
-                        422,
-                        "Invalid",
-                        format!(
-                            "the server rejected our request due to an error in our request: {e}"
-                        ),
-                    )
+                    if e.is_bad_request() {
+                        ApiError::bad_request(e.to_string())
+                    } else {
+                        ApiError::new(422, "Invalid", e.to_string())
+                    }
                 })?;
                 v
             }
             PatchKind::Apply => fields::apply(
+                res,
                 Some(&old),
                 &patch,
                 &manager,
@@ -411,8 +428,4 @@ pub async fn patch(
     })
     .await?;
     Ok(respond(StatusCode::OK, res, &stored, &warnings))
-}
-
-fn fields_of(object: &Value) -> Value {
-    object["metadata"]["managedFields"].clone()
 }

@@ -9,6 +9,18 @@ use crate::status::{ApiError, ApiResult, Cause};
 const GROUP: &str = "apiextensions.k8s.io";
 const KIND: &str = "CustomResourceDefinition";
 
+/// Adds the cleanup finalizer the real server puts on every new CRD.
+pub fn on_create(crd: &mut Value) {
+    let meta = crate::semantics::prepare::meta_mut(crd);
+    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
+    if let Some(list) = list.as_array_mut() {
+        let f = json!(crate::semantics::gc::CRD_CLEANUP_FINALIZER);
+        if !list.contains(&f) {
+            list.push(f);
+        }
+    }
+}
+
 /// Validates a CRD and sets its status (acceptedNames, NamesAccepted and Established True).
 ///
 /// # Errors
@@ -30,12 +42,8 @@ pub fn on_write(crd: &mut Value) -> ApiResult<()> {
             }],
         )
     };
-    let resources = resources_of_crd(crd).map_err(|e| {
-        let (field, message) = e
-            .split_once(": ")
-            .map_or(("spec", e.as_str()), |(f, m)| (f, m));
-        invalid(field, message.to_string())
-    })?;
+    let resources =
+        resources_of_crd(crd).map_err(|causes| ApiError::invalid(GROUP, KIND, &name, causes))?;
     let group = crd["spec"]["group"].as_str().unwrap_or_default();
     let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
     let expected = format!("{plural}.{group}");

@@ -118,7 +118,11 @@ pub async fn delete(
         }
         let first_mark = !current.deleting;
         let meta = meta_mut(&mut value);
-        meta.insert("finalizers".into(), json!(finalizers));
+        if finalizers.is_empty() {
+            meta.remove("finalizers");
+        } else {
+            meta.insert("finalizers".into(), json!(finalizers));
+        }
         if first_mark {
             meta.insert("deletionTimestamp".into(), json!(now()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));

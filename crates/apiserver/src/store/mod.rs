@@ -59,6 +59,15 @@ pub struct Change {
 /// A table of one resource.
 pub type Table = OrdMap<ObjKey, Arc<StoredObject>>;
 
+/// A write to one object.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Create or replace with this object.
+    Put(Value),
+    /// Remove; the DELETED event carries this final state (default: the stored object).
+    Delete(Option<Value>),
+}
+
 /// What a write expects of the current object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -295,7 +304,7 @@ impl Store {
         self.state.lock().history.clone()
     }
 
-    /// Stores `object` (None: removes the object) if the expectation holds.
+    /// Applies `op` if the expectation holds.
     ///
     /// # Errors
     /// [`WriteError`] when the expectation fails.
@@ -303,7 +312,7 @@ impl Store {
         &self,
         storage: &StorageKey,
         key: &ObjKey,
-        object: Option<Value>,
+        op: Op,
         expect: Expect,
     ) -> Result<Written, WriteError> {
         let mut state = self.state.lock();
@@ -315,8 +324,8 @@ impl Store {
             _ => {}
         }
         let rv = state.rv + 1;
-        let (change, stored) = match object {
-            Some(mut value) => {
+        let (change, stored) = match op {
+            Op::Put(mut value) => {
                 object::set_rv(&mut value, rv);
                 let stored = Arc::new(StoredObject::new(&value, rv).ok_or(WriteError::Encode)?);
                 let change = if current.is_some() {
@@ -331,11 +340,11 @@ impl Store {
                     .insert(key.clone(), stored.clone());
                 (change, stored)
             }
-            None => {
+            Op::Delete(last) => {
                 let Some(cur) = &current else {
                     return Err(WriteError::Missing);
                 };
-                let mut value = cur.value();
+                let mut value = last.unwrap_or_else(|| cur.value());
                 object::set_rv(&mut value, rv);
                 let stored = Arc::new(StoredObject::new(&value, rv).ok_or(WriteError::Encode)?);
                 if let Some(table) = state.tables.get_mut(storage) {
