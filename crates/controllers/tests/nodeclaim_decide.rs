@@ -115,6 +115,10 @@ fn converged_world_plans_nothing_and_keeps_tokens() {
     let tokens: Vec<_> = w.secrets.iter().map(|s| s.data.clone()).collect();
     let plan = w.reconcile(start() + Duration::seconds(5));
     assert!(plan.is_empty(), "{plan:?}");
+    assert!(
+        !plan.awaiting_removal && plan.requeue_at.is_none(),
+        "no recheck when converged"
+    );
     // A URL change rewrites the Secret but keeps its token.
     w.cluster.as_mut().unwrap().status.as_mut().unwrap().url = Some("https://new:6443".into());
     let plan = w.reconcile(start() + Duration::seconds(6));

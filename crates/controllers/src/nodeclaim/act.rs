@@ -194,7 +194,8 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
     }) else {
         return;
     };
-    if let (Some(metrics), Some(created)) = (&ctx.metrics, &claim.metadata.creation_timestamp) {
+    if let Some(created) = &claim.metadata.creation_timestamp {
+        let metrics = &ctx.metrics;
         let since = (ctx.clock.now() - super::graces::from_time(created))
             .to_std()
             .unwrap_or_default();

@@ -118,6 +118,10 @@ pub struct Plan {
     pub remove_cluster_finalizer: Option<FinalizerChange>,
     /// Reconcile again at this instant (the earliest running grace).
     pub requeue_at: Option<DateTime<Utc>>,
+    /// Something this reconcile waits on must disappear (a contract, a join
+    /// Secret, the Infra). The shared caches broadcast no delete events, so the
+    /// caller rechecks after a short while instead of waiting for one.
+    pub awaiting_removal: bool,
 }
 
 impl Plan {
@@ -376,6 +380,19 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
         }
         ClusterState::Missing => {}
     }
+
+    let departing_contract = contracts.keys().any(|e| !composed_names.contains(e));
+    let releasing_claims = claims.iter().filter(|c| {
+        c.metadata.deletion_timestamp.is_some()
+            && has_finalizer(c.finalizers(), NODECLAIM_FINALIZER)
+    });
+    let claim_waits = releasing_claims.count() > plan.remove_claim_finalizers.len();
+    let cluster_waits = matches!(cluster_state, ClusterState::Deleting)
+        && observed
+            .cluster
+            .is_some_and(|c| has_finalizer(c.finalizers(), CLUSTER_FINALIZER))
+        && plan.remove_cluster_finalizer.is_none();
+    plan.awaiting_removal = infra_deleting || departing_contract || claim_waits || cluster_waits;
     plan
 }
 

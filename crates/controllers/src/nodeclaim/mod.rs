@@ -64,8 +64,9 @@ pub struct Context {
     pub contract_namespace: String,
     /// How many Cluster keys are reconciled at once.
     pub concurrency: u16,
-    /// Reconcile counts and durations, errors by category, claim-to-Deployed/Joined times.
-    pub metrics: Option<Arc<Metrics>>,
+    /// Reconcile counts, durations and errors (label `controller="nodeclaim"`),
+    /// claim-to-Deployed and claim-to-Joined times.
+    pub metrics: Metrics,
 }
 
 impl Context {
@@ -86,17 +87,15 @@ impl Context {
             clock,
             contract_namespace: contract_namespace.into(),
             concurrency: 4,
-            metrics: None,
+            metrics: Metrics::default(),
         }
     }
-
-    /// The same context, recording into `metrics`.
-    #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
 }
+
+/// How soon a reconcile that waits for an object to disappear looks again:
+/// kube-runtime's shared streams broadcast no delete events, so the
+/// disappearance itself wakes nobody. Only teardowns wait this way.
+const TEARDOWN_RECHECK: Duration = Duration::from_secs(1);
 
 /// The controller label of this reconciler's metrics.
 const METRICS_LABEL: &str = "nodeclaim";
@@ -287,10 +286,7 @@ async fn reconcile_key(
     cluster: Option<Arc<Cluster>>,
 ) -> Result<Action> {
     let ctx = &runtime.ctx;
-    let _timer = ctx
-        .metrics
-        .as_ref()
-        .map(|m| m.reconcile_started(METRICS_LABEL));
+    let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
     let stores = &runtime.stores;
     let claims = stores
         .claims
@@ -329,13 +325,12 @@ async fn reconcile_key(
         );
         act::act(ctx, key, &plan, &claim_refs).await?;
     }
-    Ok(match plan.requeue_at {
-        Some(at) => Action::requeue(
-            (at - now)
-                .to_std()
-                .unwrap_or(Duration::ZERO)
-                .max(Duration::from_millis(10)),
-        ),
+    let until_deadline = plan
+        .requeue_at
+        .map(|at| (at - now).to_std().unwrap_or(Duration::ZERO));
+    let recheck = plan.awaiting_removal.then_some(TEARDOWN_RECHECK);
+    Ok(match until_deadline.into_iter().chain(recheck).min() {
+        Some(after) => Action::requeue(after.max(Duration::from_millis(10))),
         None => Action::await_change(),
     })
 }
@@ -351,9 +346,10 @@ fn error_policy_orphan(claim: Arc<NodeClaim>, error: &Error, runtime: Arc<Runtim
 }
 
 fn log_error(runtime: &Runtime, kind: &str, name: &str, error: &Error) {
-    if let Some(metrics) = &runtime.ctx.metrics {
-        metrics.reconcile_failed(METRICS_LABEL, error.category());
-    }
+    runtime
+        .ctx
+        .metrics
+        .reconcile_failed(METRICS_LABEL, error.category());
     if error.is_conflict() {
         tracing::debug!(kind, name, %error, "conflict; requeued");
     } else {
