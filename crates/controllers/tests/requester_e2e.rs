@@ -162,3 +162,63 @@ async fn a_contract_without_a_requester_waits_and_says_so() {
     env.wait_phase("c1", Phase::Deployed).await;
     controller.abort();
 }
+
+#[tokio::test]
+async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    env.requesters()
+        .patch(
+            "root",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"maxInFlight": 1}})),
+        )
+        .await
+        .unwrap();
+    env.create_contract("c1", 3600).await;
+    env.wait_phase("c1", Phase::Bidding).await;
+    env.create_contract("c2", 3600).await;
+    let waiting = env
+        .wait_contract("c2", Duration::from_secs(5), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                api::find_condition(&s.conditions, "Ready")
+                    .is_some_and(|r| r.reason == "MaxInFlight")
+            })
+        })
+        .await;
+    assert_eq!(phase_of(&waiting), Some(Phase::Pending));
+    assert_eq!(env.market.rfps_published(&key("c2")), 0);
+    env.wait_phase("c1", Phase::Deployed).await;
+    env.wait_phase("c2", Phase::Deployed).await;
+    controller.abort();
+}
+
+#[tokio::test]
+async fn the_oldest_requester_runs_the_namespace_and_a_newer_one_says_so() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("first", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    // Creation timestamps have whole-second precision: make "second" younger.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    env.create_requester("second", vec![bidder("did:web:b", 1)], 1)
+        .await;
+    env.wait_until("second is superseded", Duration::from_secs(5), async || {
+        let r = env.requesters().get("second").await.unwrap();
+        r.status.as_ref().is_some_and(|s| {
+            api::find_condition(&s.conditions, "Ready")
+                .is_some_and(|c| c.reason == "Superseded" && c.message.contains("first"))
+        })
+    })
+    .await;
+    env.create_contract("c1", 3600).await;
+    let c = env.wait_phase("c1", Phase::Deployed).await;
+    assert_eq!(
+        c.status.unwrap().winner.unwrap().bidder,
+        "did:web:a",
+        "first's bidders"
+    );
+    controller.abort();
+}

@@ -150,12 +150,22 @@ fn requesters_of(store: &Store<Requester>, namespace: Option<String>) -> Vec<Obj
         .collect()
 }
 
+/// Logs what the controller machinery itself reports (reconcile errors are
+/// logged and counted by the error policies).
+fn log_outcome<T, E: std::fmt::Display>(result: Result<T, E>) -> futures::future::Ready<()> {
+    if let Err(error) = result {
+        tracing::debug!(%error, "requester controller");
+    }
+    futures::future::ready(())
+}
+
 /// The two controllers: contracts (watching Requesters) and Requesters (watching
 /// contracts and Infras, for the status count and the root delete order).
 ///
 /// Subscribes to the caches when called; run the returned future, then spawn
-/// [`SharedCaches::run`]. Dropping the future stops both controllers and
-/// cancels their reconciles.
+/// [`SharedCaches::run`]. The future ends on SIGTERM/Ctrl+C (letting running
+/// reconciles finish); dropping it stops both controllers at once and cancels
+/// their reconciles.
 pub fn controller(
     ctx: Arc<Context>,
     caches: &SharedCaches,
@@ -177,8 +187,9 @@ pub fn controller(
                 },
             )
             .with_config(config.clone())
+            .shutdown_on_signal()
             .run(act::reconcile_contract, act::error_policy, Arc::clone(&rt))
-            .for_each(|_| futures::future::ready(()));
+            .for_each(log_outcome);
     let by_contract = caches.requesters.store();
     let by_infra = caches.requesters.store();
     let requesters =
@@ -193,8 +204,9 @@ pub fn controller(
                 requesters_of(&by_infra, infra.namespace())
             })
             .with_config(config)
+            .shutdown_on_signal()
             .run(root::reconcile_requester, root::error_policy, rt)
-            .for_each(|_| futures::future::ready(()));
+            .for_each(log_outcome);
     async move {
         futures::join!(contracts, requesters);
     }
