@@ -294,7 +294,12 @@ impl Registry {
                 schema: None,
                 printer_columns: None,
                 selectable_fields: Vec::new(),
-                storage: storage_key(b.group, b.plural),
+                // events.k8s.io/v1 Events are core/v1 Events served in another form.
+                storage: if b.group == "events.k8s.io" {
+                    storage_key("", b.plural)
+                } else {
+                    storage_key(b.group, b.plural)
+                },
                 custom: false,
                 storage_version: b.version.into(),
             };

@@ -12,13 +12,14 @@ use crate::store::StoredObject;
 /// Whether objects of `res` must be parsed to be served (defaults on read, version rewrite).
 #[must_use]
 pub fn needs_transform(res: &Resource) -> bool {
-    res.custom && (res.schema.is_some() || res.version != res.storage_version)
+    (res.custom && (res.schema.is_some() || res.version != res.storage_version))
+        || crate::semantics::events::is_events_v1(res)
 }
 
 /// The full object as served by `res` (defaults applied, apiVersion of the served version).
 #[must_use]
 pub fn object_value(res: &Resource, stored: &StoredObject) -> Value {
-    let mut value = stored.value();
+    let mut value = crate::semantics::events::served(res, stored.value());
     if res.custom {
         if let Some(schema) = &res.schema {
             schema.apply_defaults(&mut value);
@@ -62,6 +63,7 @@ pub fn write_rendered(out: &mut Vec<u8>, res: &Resource, stored: &StoredObject, 
 /// Which objects a list or watch returns.
 #[derive(Debug, Clone)]
 pub struct Filter {
+    events_v1: bool,
     namespace: Option<String>,
     name: Option<String>,
     labels: Option<LabelSelector>,
@@ -123,6 +125,7 @@ impl Filter {
             None => None,
         };
         Ok(Self {
+            events_v1: crate::semantics::events::is_events_v1(res),
             namespace: path.namespace.clone(),
             name: path.name.clone(),
             labels,
@@ -163,6 +166,9 @@ impl Filter {
             return fields.matches(|field| match field {
                 "metadata.name" => Some(stored.name.clone()),
                 "metadata.namespace" => Some(stored.namespace.clone()),
+                other if self.events_v1 => parsed
+                    .as_ref()
+                    .and_then(|v| field_value(v, &crate::semantics::events::stored_field(other))),
                 other => parsed.as_ref().and_then(|v| field_value(v, other)),
             });
         }

@@ -14,7 +14,7 @@ use crate::fields;
 use crate::paths::ResourcePath;
 use crate::registry::{CRD_STORAGE, Resource};
 use crate::semantics::prepare::FieldValidation;
-use crate::semantics::{crd, prepare};
+use crate::semantics::{crd, events, prepare};
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Expect, ObjKey, Op, StoredObject, WriteError};
 use apimachinery::patch::{check_merge_patch, json_patch, merge_patch};
@@ -152,7 +152,7 @@ pub async fn create(
     req: &Req,
 ) -> ApiResult<Response> {
     let body = req.body_object()?;
-    let object = prepare::create(res, body, path.namespace.as_deref())?;
+    let object = events::stored(res, prepare::create(res, body, path.namespace.as_deref())?);
     create_object(app, res, object, req, false).await
 }
 
@@ -293,9 +293,17 @@ pub async fn update(
         if pinned.is_some_and(|rv| rv != current.rv) {
             return Err(ApiError::stale(&res.group, &res.plural, name));
         }
-        let old = current.value();
+        let old = events::served(res, current.value());
         let new = prepare::update(res, &old, body.clone(), sub.is_some())?;
-        finish(res, &old, new, req, sub, false, &mut warnings)
+        finish(
+            res,
+            &events::stored(res, old),
+            events::stored(res, new),
+            req,
+            sub,
+            false,
+            &mut warnings,
+        )
     })
     .await?;
     Ok(respond(StatusCode::OK, res, &stored, &warnings))
@@ -371,7 +379,10 @@ pub async fn patch(
             req.params.force,
             &prepare::now(),
         )?;
-        let object = prepare::create(res, applied, path.namespace.as_deref())?;
+        let object = events::stored(
+            res,
+            prepare::create(res, applied, path.namespace.as_deref())?,
+        );
         if object["metadata"]["name"] != Value::String(name.to_string()) {
             return Err(ApiError::bad_request(format!(
                 "the name of the object does not match the name on the URL ({name})"
@@ -382,7 +393,7 @@ pub async fn patch(
     }
     let mut warnings = Vec::new();
     let stored = mutate(app, res, &key, req.params.dry_run, |current| {
-        let old = current.value();
+        let old = events::served(res, current.value());
         let patched = match kind {
             PatchKind::Merge => {
                 let mut v = old.clone();
@@ -418,8 +429,8 @@ pub async fn patch(
         let new = prepare::update(res, &old, patched, sub.is_some())?;
         finish(
             res,
-            &old,
-            new,
+            &events::stored(res, old),
+            events::stored(res, new),
             req,
             sub,
             kind == PatchKind::Apply,

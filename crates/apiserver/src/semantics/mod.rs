@@ -2,5 +2,6 @@
 
 pub mod crd;
 pub mod delete;
+pub mod events;
 pub mod gc;
 pub mod prepare;

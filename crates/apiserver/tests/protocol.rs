@@ -1,0 +1,281 @@
+//! Protocol details: events mirroring, metadata-only and streaming-list watches, bad input,
+//! durability across restarts, and fault injection.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use apiserver::faults::FaultConfig;
+use apiserver::testing::TestServer;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, ObjectReference, Secret};
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use serde_json::json;
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+}
+
+#[tokio::test]
+async fn recorder_events_show_as_core_events() {
+    let server = TestServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let target = cms
+        .create(&PostParams::default(), &cm("target"))
+        .await
+        .unwrap();
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: target.metadata.name.clone(),
+        namespace: Some("default".into()),
+        uid: target.metadata.uid.clone(),
+        ..ObjectReference::default()
+    };
+    let recorder = Recorder::new(
+        server.client(),
+        Reporter {
+            controller: "tester".into(),
+            instance: None,
+        },
+    );
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Checked".into(),
+        note: Some("all good".into()),
+        action: "Check".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &reference).await.unwrap();
+    recorder.publish(&event, &reference).await.unwrap();
+    let core: Api<CoreEvent> = Api::default_namespaced(server.client());
+    let selector = format!(
+        "involvedObject.name=target,involvedObject.namespace=default,involvedObject.kind=ConfigMap,involvedObject.uid={}",
+        target.metadata.uid.unwrap()
+    );
+    let listed = core
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1, "the repeat is a series of one event");
+    let e = &listed.items[0];
+    assert_eq!(e.message.as_deref(), Some("all good"));
+    assert_eq!(e.reason.as_deref(), Some("Checked"));
+    assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
+}
+
+#[tokio::test]
+async fn metadata_and_streaming_watches() {
+    let server = TestServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    cms.create(&PostParams::default(), &cm("m1")).await.unwrap();
+    let metadata_only: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::default_namespaced(server.client());
+    let mut meta = watcher::watcher(metadata_only, watcher::Config::default()).boxed();
+    let mut names = Vec::new();
+    while let Some(event) = meta.try_next().await.unwrap() {
+        match event {
+            watcher::Event::InitApply(o) => names.push(o.metadata.name.unwrap()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(names, ["m1"]);
+
+    let mut streaming =
+        watcher::watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut saw_init_done = false;
+    let mut names = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(5), streaming.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        match event {
+            watcher::Event::InitApply(o) => names.push(o.metadata.name.unwrap()),
+            watcher::Event::InitDone => {
+                saw_init_done = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(saw_init_done);
+    assert_eq!(names, ["m1"]);
+    cms.create(&PostParams::default(), &cm("m2")).await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(5), streaming.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
+        watcher::Event::Apply(o) => assert_eq!(o.metadata.name.as_deref(), Some("m2")),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+async fn raw(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    let client = server.client();
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("Content-Type", content_type)
+        .body(body)
+        .unwrap();
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .unwrap();
+    let code = response.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_status() {
+    let server = TestServer::start().await.unwrap();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (code, status) = raw(
+        &server,
+        "POST",
+        cms,
+        "application/json",
+        b"{not json".to_vec(),
+    )
+    .await;
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
+    let (code, status) = raw(
+        &server,
+        "POST",
+        cms,
+        "application/x-protobuf",
+        b"{}".to_vec(),
+    )
+    .await;
+    assert_eq!((code, status["kind"].as_str()), (415, Some("Status")));
+    let huge = format!(
+        "{{\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"k\":\"{}\"}}}}",
+        "x".repeat(4 * 1024 * 1024)
+    );
+    let (code, _) = raw(&server, "POST", cms, "application/json", huge.into_bytes()).await;
+    assert_eq!(code, 413);
+    let (code, status) = raw(
+        &server,
+        "GET",
+        "/apis/nope.example.com/v1/things",
+        "application/json",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")));
+    let (code, status) = raw(
+        &server,
+        "POST",
+        cms,
+        "application/json",
+        br#"{"metadata":{"name":"Bad_Name"}}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(status["details"]["causes"][0]["field"], "metadata.name");
+    let (code, _) = raw(
+        &server,
+        "PATCH",
+        &format!("{cms}/missing"),
+        "application/merge-patch+json",
+        b"{}".to_vec(),
+    )
+    .await;
+    assert_eq!(code, 404);
+    // Secrets fold stringData into base64 data.
+    let (code, secret) = raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        "application/json",
+        br#"{"metadata":{"name":"s"},"stringData":{"a":"hi"}}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let secret: Secret = serde_json::from_value(secret).unwrap();
+    assert_eq!(secret.data.unwrap()["a"].0, b"hi");
+}
+
+#[tokio::test]
+async fn restart_recovers_objects_and_resource_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv_before;
+    {
+        let server = TestServer::builder()
+            .data_dir(dir.path())
+            .start()
+            .await
+            .unwrap();
+        let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+        for i in 0..20 {
+            cms.create(&PostParams::default(), &cm(&format!("d{i}")))
+                .await
+                .unwrap();
+        }
+        cms.delete("d3", &Default::default()).await.unwrap();
+        rv_before = server.app().store.current_rv();
+    }
+    // A torn record at the end of the log is dropped.
+    let log = dir.path().join("wal.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3]);
+    std::fs::write(&log, bytes).unwrap();
+    let server = TestServer::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(server.app().store.current_rv(), rv_before);
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let list = cms.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 19);
+    let created = cms
+        .create(&PostParams::default(), &cm("after"))
+        .await
+        .unwrap();
+    let rv: u64 = created.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(rv > rv_before);
+}
+
+#[tokio::test]
+async fn faults_are_injected_and_requests_counted() {
+    let server = TestServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    // kube retries 429/503 by itself; a 500 reaches the caller at once.
+    server.set_faults(FaultConfig {
+        internal_error_rate: 1.0,
+        writes_only: true,
+        ..FaultConfig::default()
+    });
+    let err = cms
+        .create(&PostParams::default(), &cm("f"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "{err:?}"
+    );
+    server.set_faults(FaultConfig::default());
+    cms.create(&PostParams::default(), &cm("f")).await.unwrap();
+    let counters = server.counters();
+    assert_eq!(counters.by_verb_resource.get("create configmaps"), Some(&2));
+    assert!(server.requests().iter().any(|r| r.status == 500));
+}
