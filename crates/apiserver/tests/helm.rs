@@ -36,9 +36,18 @@ fn helm(python: &Path, server: &TestServer, args: &[&str]) -> Value {
         .arg(NAMESPACE)
         .args(args)
         // Helm keeps caches and repository config under these; keep them out of $HOME.
-        .env("HELM_CACHE_HOME", server.kubeconfig_path().with_file_name("helm-cache"))
-        .env("HELM_CONFIG_HOME", server.kubeconfig_path().with_file_name("helm-config"))
-        .env("HELM_DATA_HOME", server.kubeconfig_path().with_file_name("helm-data"))
+        .env(
+            "HELM_CACHE_HOME",
+            server.kubeconfig_path().with_file_name("helm-cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            server.kubeconfig_path().with_file_name("helm-config"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            server.kubeconfig_path().with_file_name("helm-data"),
+        )
         .env_remove("KUBECONFIG")
         .output()
         .expect("run python");
@@ -50,12 +59,17 @@ fn helm(python: &Path, server: &TestServer, args: &[&str]) -> Value {
         args.join(" "),
         output.status
     );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("helm {}: not JSON ({e}): {stdout}", args.join(" ")))
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("helm {}: not JSON ({e}): {stdout}", args.join(" ")))
 }
 
 async fn release_secrets(secrets: &Api<Secret>) -> Vec<Secret> {
     let selector = format!("owner=helm,name={RELEASE}");
-    secrets.list(&ListParams::default().labels(&selector)).await.expect("list release secrets").items
+    secrets
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .expect("list release secrets")
+        .items
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,18 +86,35 @@ async fn helm_installs_lists_and_uninstalls_a_small_chart() {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
 
     let chart = fixtures().join("smallchart");
-    let installed = helm(&python, &server, &["install", RELEASE, chart.to_str().unwrap()]);
+    let installed = helm(
+        &python,
+        &server,
+        &["install", RELEASE, chart.to_str().unwrap()],
+    );
     assert_eq!(installed["name"], RELEASE, "{installed}");
 
     // Every templated object exists, with Helm's ownership metadata.
     let deployment = deployments.get(RELEASE).await.expect("the Deployment");
     let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
-    assert_eq!(annotations.get("meta.helm.sh/release-name").map(String::as_str), Some(RELEASE));
+    assert_eq!(
+        annotations
+            .get("meta.helm.sh/release-name")
+            .map(String::as_str),
+        Some(RELEASE)
+    );
     let labels = deployment.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(labels.get("app.kubernetes.io/managed-by").map(String::as_str), Some("Helm"));
+    assert_eq!(
+        labels
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("Helm")
+    );
     let spec = deployment.spec.expect("deployment spec");
     assert_eq!(spec.replicas, Some(1));
-    assert_eq!(spec.template.spec.unwrap().service_account_name.as_deref(), Some(RELEASE));
+    assert_eq!(
+        spec.template.spec.unwrap().service_account_name.as_deref(),
+        Some(RELEASE)
+    );
     accounts.get(RELEASE).await.expect("the ServiceAccount");
     let role = roles.get(RELEASE).await.expect("the Role");
     assert_eq!(role.rules.unwrap_or_default().len(), 2);
@@ -93,13 +124,21 @@ async fn helm_installs_lists_and_uninstalls_a_small_chart() {
     // The release is stored as Helm's release Secret.
     let stored = release_secrets(&secrets).await;
     assert_eq!(stored.len(), 1, "one release Secret");
-    assert_eq!(stored[0].metadata.name.as_deref(), Some("sh.helm.release.v1.small.v1"));
+    assert_eq!(
+        stored[0].metadata.name.as_deref(),
+        Some("sh.helm.release.v1.small.v1")
+    );
     assert_eq!(stored[0].type_.as_deref(), Some("helm.sh/release.v1"));
     let secret_labels = stored[0].metadata.labels.clone().unwrap_or_default();
-    assert_eq!(secret_labels.get("status").map(String::as_str), Some("deployed"));
+    assert_eq!(
+        secret_labels.get("status").map(String::as_str),
+        Some("deployed")
+    );
 
     let listed = helm(&python, &server, &["list"]);
-    let releases = listed.as_array().unwrap_or_else(|| panic!("a list of releases: {listed}"));
+    let releases = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("a list of releases: {listed}"));
     assert_eq!(releases.len(), 1, "{listed}");
     assert_eq!(releases[0]["name"], RELEASE, "{listed}");
     assert_eq!(releases[0]["namespace"], NAMESPACE, "{listed}");
@@ -108,20 +147,38 @@ async fn helm_installs_lists_and_uninstalls_a_small_chart() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left = [
-            deployments.get_opt(RELEASE).await.unwrap().map(|_| "Deployment"),
-            accounts.get_opt(RELEASE).await.unwrap().map(|_| "ServiceAccount"),
+            deployments
+                .get_opt(RELEASE)
+                .await
+                .unwrap()
+                .map(|_| "Deployment"),
+            accounts
+                .get_opt(RELEASE)
+                .await
+                .unwrap()
+                .map(|_| "ServiceAccount"),
             roles.get_opt(RELEASE).await.unwrap().map(|_| "Role"),
-            bindings.get_opt(RELEASE).await.unwrap().map(|_| "RoleBinding"),
+            bindings
+                .get_opt(RELEASE)
+                .await
+                .unwrap()
+                .map(|_| "RoleBinding"),
             (!release_secrets(&secrets).await.is_empty()).then_some("release Secret"),
         ];
         let left: Vec<&str> = left.into_iter().flatten().collect();
         if left.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "still there after uninstall: {left:?}");
+        assert!(
+            Instant::now() < deadline,
+            "still there after uninstall: {left:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // helm-sdkpy prints Go's nil slice of releases as null.
     let listed = helm(&python, &server, &["list"]);
-    assert!(listed.is_null() || listed.as_array().is_some_and(Vec::is_empty), "no release left: {listed}");
+    assert!(
+        listed.is_null() || listed.as_array().is_some_and(Vec::is_empty),
+        "no release left: {listed}"
+    );
 }

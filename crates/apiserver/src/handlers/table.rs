@@ -34,6 +34,27 @@ pub fn table(
     continue_token: Option<&str>,
     req: &Req,
 ) -> Value {
+    table_with(
+        res,
+        items,
+        rv,
+        continue_token,
+        req.params.include_object.as_deref(),
+        true,
+    )
+}
+
+/// The Table of some objects; without `headers` the column definitions are left out (as
+/// in every watch event after the first).
+#[must_use]
+pub fn table_with(
+    res: &Resource,
+    items: &[Arc<StoredObject>],
+    rv: u64,
+    continue_token: Option<&str>,
+    include_object: Option<&str>,
+    headers: bool,
+) -> Value {
     let now = chrono::Utc::now();
     let columns = match &res.printer_columns {
         Some(columns) => columns.column_definitions(),
@@ -42,7 +63,12 @@ pub fn table(
             json!({"name": "Age", "type": "date", "format": "", "description": AGE_DESCRIPTION, "priority": 0}),
         ],
     };
-    let include = req.params.include_object.as_deref().unwrap_or("Metadata");
+    let columns = if headers {
+        Value::Array(columns)
+    } else {
+        Value::Array(Vec::new())
+    };
+    let include = include_object.unwrap_or("Metadata");
     let rows: Vec<Value> = items
         .iter()
         .map(|stored| {

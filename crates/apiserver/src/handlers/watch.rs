@@ -22,6 +22,9 @@ use crate::status::{ApiError, ApiResult};
 use crate::store::{Change, ChangeType, StoredObject};
 
 struct Watcher {
+    /// Whether a Table event with column definitions went out (later ones omit them).
+    table_headers_sent: std::cell::Cell<bool>,
+    include_object: Option<String>,
     res: Arc<Resource>,
     filter: Filter,
     render: Render,
@@ -34,13 +37,27 @@ impl Watcher {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(kind.as_bytes());
         out.extend_from_slice(b"\",\"object\":");
-        write_rendered(&mut out, &self.res, stored, self.render);
+        if self.render == Render::Table {
+            let headers = !self.table_headers_sent.replace(true);
+            let table = super::table::table_with(
+                &self.res,
+                &[Arc::new(stored.clone())],
+                stored.rv,
+                None,
+                self.include_object.as_deref(),
+                headers,
+            );
+            let _ = serde_json::to_writer(&mut out, &table);
+        } else {
+            write_rendered(&mut out, &self.res, stored, self.render);
+        }
         out.extend_from_slice(b"}\n");
         Bytes::from(out)
     }
 
     fn bookmark_line(&self, rv: u64, initial_end: bool) -> Bytes {
         let (api_version, kind) = match self.render {
+            Render::Table => ("meta.k8s.io/v1".to_string(), "Table".to_string()),
             Render::Metadata => (
                 "meta.k8s.io/v1".to_string(),
                 "PartialObjectMetadata".to_string(),
@@ -130,6 +147,8 @@ pub fn serve(
     let from = if send_initial { None } else { requested };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let watcher = Watcher {
+        table_headers_sent: std::cell::Cell::new(false),
+        include_object: req.params.include_object.clone(),
         res: res.clone(),
         filter,
         render: render_of(&req.headers),

@@ -66,7 +66,10 @@ pub fn helm_python() -> Option<PathBuf> {
         return Some(python);
     }
     let steps: [(&str, Vec<&str>); 2] = [
-        ("python3 -m venv", vec!["-m", "venv", "--clear", dir.to_str().expect("utf-8 path")]),
+        (
+            "python3 -m venv",
+            vec!["-m", "venv", "--clear", dir.to_str().expect("utf-8 path")],
+        ),
         (
             "pip install helm-sdkpy",
             vec![
@@ -81,7 +84,11 @@ pub fn helm_python() -> Option<PathBuf> {
         ),
     ];
     for (index, (what, args)) in steps.iter().enumerate() {
-        let interpreter = if index == 0 { PathBuf::from("python3") } else { python.clone() };
+        let interpreter = if index == 0 {
+            PathBuf::from("python3")
+        } else {
+            python.clone()
+        };
         match Command::new(&interpreter).args(args).output() {
             Ok(output) if output.status.success() => {}
             Ok(output) => {
@@ -93,7 +100,10 @@ pub fn helm_python() -> Option<PathBuf> {
                 return None;
             }
             Err(e) => {
-                tool_missing(&format!("{what} cannot run ({}): {e}", interpreter.display()));
+                tool_missing(&format!(
+                    "{what} cannot run ({}): {e}",
+                    interpreter.display()
+                ));
                 return None;
             }
         }

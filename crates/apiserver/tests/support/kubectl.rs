@@ -87,7 +87,8 @@ pub fn kubectl_at(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Outp
     if let Some(input) = stdin {
         use std::io::Write;
         let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(input.as_bytes()).expect("write kubectl stdin");
+        pipe.write_all(input.as_bytes())
+            .expect("write kubectl stdin");
     }
     // Read both pipes on threads so a chatty kubectl never blocks on a full pipe.
     let mut out_pipe = child.stdout.take().expect("stdout");
@@ -102,8 +103,12 @@ pub fn kubectl_at(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Outp
         let _ = err_pipe.read_to_end(&mut buf);
         buf
     });
-    let status = wait_with_timeout(&mut child, CALL_TIMEOUT)
-        .unwrap_or_else(|| panic!("kubectl {} did not finish within {CALL_TIMEOUT:?}", args.join(" ")));
+    let status = wait_with_timeout(&mut child, CALL_TIMEOUT).unwrap_or_else(|| {
+        panic!(
+            "kubectl {} did not finish within {CALL_TIMEOUT:?}",
+            args.join(" ")
+        )
+    });
     Output {
         status,
         stdout: out.join().expect("stdout reader"),
@@ -154,7 +159,11 @@ pub fn kubectl_fails(server: &TestServer, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(!output.status.success(), "kubectl {} should have failed:\n{text}", args.join(" "));
+    assert!(
+        !output.status.success(),
+        "kubectl {} should have failed:\n{text}",
+        args.join(" ")
+    );
     text
 }
 
@@ -183,7 +192,11 @@ impl Background {
                 }
             }
         });
-        Self { child, _cache: cache, lines }
+        Self {
+            child,
+            _cache: cache,
+            lines,
+        }
     }
 
     /// The next stdout line, or None when none came within `timeout` (or kubectl ended).

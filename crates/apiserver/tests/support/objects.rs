@@ -38,7 +38,9 @@ pub fn project_crds() -> Vec<CustomResourceDefinition> {
 pub async fn install_project_crds(client: &kube::Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in project_crds() {
-        crds.create(&PostParams::default(), &crd).await.expect("create CRD");
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("create CRD");
     }
     wait_until_served(client, "socialweb.computer", "Infra").await;
 }
@@ -67,12 +69,20 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace: Namespace =
         serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
-    namespaces.create(&PostParams::default(), &namespace).await.expect("create namespace");
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create namespace");
 }
 
 /// The dynamic API of a socialweb.computer kind in a namespace.
 #[must_use]
-pub fn socialweb_api(client: &kube::Client, kind: &str, plural: &str, namespace: &str) -> Api<DynamicObject> {
+pub fn socialweb_api(
+    client: &kube::Client,
+    kind: &str,
+    plural: &str,
+    namespace: &str,
+) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("socialweb.computer", "v1alpha1", kind);
     let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
     Api::namespaced_with(client.clone(), namespace, &resource)
@@ -81,5 +91,7 @@ pub fn socialweb_api(client: &kube::Client, kind: &str, plural: &str, namespace:
 /// Creates an object given as JSON through the dynamic API.
 pub async fn create(api: &Api<DynamicObject>, object: &Value) -> DynamicObject {
     let object: DynamicObject = serde_json::from_value(object.clone()).unwrap();
-    api.create(&PostParams::default(), &object).await.expect("create object")
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("create object")
 }
