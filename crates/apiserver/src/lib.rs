@@ -192,7 +192,19 @@ impl App {
                 }
             }
         }
-        self.kick.notify_one();
+        let object = &change.object;
+        let relevant = change.change == ChangeType::Deleted
+            || object.deleting
+            || !object.owners.is_empty()
+            || change
+                .previous
+                .as_ref()
+                .is_some_and(|p| p.deleting || !p.owners.is_empty())
+            || &*change.storage == registry::NAMESPACE_STORAGE
+            || &*change.storage == CRD_STORAGE;
+        if relevant {
+            self.kick.notify_one();
+        }
     }
 }
 

@@ -209,7 +209,14 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
                 return Err(error);
             }
         }
-        dispatch(&app, route, req).await
+        // A bug must answer a Status, not reset the connection.
+        futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(dispatch(&app, route, req)))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::internal(
+                    "the server panicked while handling the request",
+                ))
+            })
     }
     .await;
     let response = result.unwrap_or_else(IntoResponse::into_response);

@@ -14,7 +14,7 @@ use crate::fields;
 use crate::paths::ResourcePath;
 use crate::registry::{CRD_STORAGE, Resource};
 use crate::semantics::prepare::FieldValidation;
-use crate::semantics::{crd, events, prepare};
+use crate::semantics::{crd, events, meta, prepare};
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Expect, ObjKey, Op, StoredObject, WriteError};
 use apimachinery::patch::{check_merge_patch, json_patch, merge_patch};
@@ -96,6 +96,7 @@ pub async fn create_object(
     applied: bool,
 ) -> ApiResult<Response> {
     let validation = FieldValidation::from_param(req.params.field_validation.as_deref());
+    meta::validate(res, &object)?;
     let warnings = prepare::schema_pass(res, &mut object, None, validation)?;
     if &*res.storage == CRD_STORAGE {
         crd::on_write(&mut object)?;
@@ -228,6 +229,7 @@ fn finish(
     {
         return Ok(Outcome::RemoveAs(new));
     }
+    meta::validate(res, &new)?;
     if prepare::is_noop(old, &new) {
         return Ok(Outcome::Unchanged);
     }

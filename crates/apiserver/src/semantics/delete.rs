@@ -132,6 +132,9 @@ pub async fn delete(
             }
         }
         if res.group.is_empty() && res.plural == "namespaces" {
+            if !value["status"].is_object() {
+                value["status"] = json!({});
+            }
             value["status"]["phase"] = json!("Terminating");
         }
         removed = false;

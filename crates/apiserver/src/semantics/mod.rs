@@ -4,4 +4,5 @@ pub mod crd;
 pub mod delete;
 pub mod events;
 pub mod gc;
+pub mod meta;
 pub mod prepare;

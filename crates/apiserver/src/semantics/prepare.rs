@@ -127,6 +127,9 @@ fn normalize_finalizers(meta: &mut Map<String, Value>) {
 /// # Errors
 /// 400 for a wrong kind or a set resourceVersion; 422 for a missing or bad name.
 pub fn create(res: &Resource, mut object: Value, namespace: Option<&str>) -> ApiResult<Value> {
+    if !object.is_object() {
+        return Err(ApiError::bad_request("the object must be a JSON object"));
+    }
     check_type(res, &object)?;
     object["apiVersion"] = Value::String(res.api_version());
     object["kind"] = Value::String(res.kind.clone());
@@ -217,6 +220,13 @@ pub fn create(res: &Resource, mut object: Value, namespace: Option<&str>) -> Api
 /// # Errors
 /// 400 for a changed name or kind; 422 for new finalizers on a deleting object.
 pub fn update(res: &Resource, old: &Value, mut new: Value, status_only: bool) -> ApiResult<Value> {
+    if !new.is_object() {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "the patched object must be a JSON object",
+        ));
+    }
     check_type(res, &new)?;
     let name = old["metadata"]["name"]
         .as_str()
