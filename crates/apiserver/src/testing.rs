@@ -73,6 +73,13 @@ impl TestServerBuilder {
         self
     }
 
+    /// Write-ahead log records between snapshots (durable servers).
+    #[must_use]
+    pub fn compact_every(mut self, records: u64) -> Self {
+        self.options.compact_every = records;
+        self
+    }
+
     /// Starts the server.
     ///
     /// # Errors

@@ -256,6 +256,48 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
 }
 
 #[tokio::test]
+async fn deleting_a_crd_deletes_its_instances_first() {
+    let server = TestServer::start().await.unwrap();
+    let api = install(&server).await;
+    let mut held = gadget("held", 1);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    crds.delete("gadgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the instance to be marked", || async {
+        api.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    })
+    .await;
+    assert!(
+        crds.get_opt("gadgets.example.com").await.unwrap().is_some(),
+        "instances go first"
+    );
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("the CRD to go", || async {
+        crds.get_opt("gadgets.example.com").await.unwrap().is_none()
+    })
+    .await;
+    let err = api.list(&Default::default()).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
 async fn namespace_lifecycle() {
     let server = TestServer::start().await.unwrap();
     let namespaces: Api<Namespace> = Api::all(server.client());

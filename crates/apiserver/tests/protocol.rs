@@ -256,6 +256,53 @@ async fn restart_recovers_objects_and_resource_version() {
 }
 
 #[tokio::test]
+async fn restart_after_snapshots_recovers_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv_before;
+    {
+        let server = TestServer::builder()
+            .data_dir(dir.path())
+            .compact_every(7)
+            .start()
+            .await
+            .unwrap();
+        let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+        for i in 0..30 {
+            cms.create(&PostParams::default(), &cm(&format!("s{i}")))
+                .await
+                .unwrap();
+        }
+        for i in 0..5 {
+            cms.delete(&format!("s{i}"), &Default::default())
+                .await
+                .unwrap();
+        }
+        rv_before = server.app().store.current_rv();
+        // Let the writer thread finish a queued snapshot before the next server opens the dir.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(dir.path().join("snapshot.jsonl").exists());
+    let server = TestServer::builder()
+        .data_dir(dir.path())
+        .compact_every(7)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(server.app().store.current_rv(), rv_before);
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let names: Vec<String> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(names.len(), 25);
+    assert!(!names.contains(&"s0".to_string()));
+}
+
+#[tokio::test]
 async fn faults_are_injected_and_requests_counted() {
     let server = TestServer::start().await.unwrap();
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
