@@ -84,8 +84,11 @@ pub struct Options {
     pub event_window: usize,
     /// Write-ahead log records between snapshots.
     pub compact_every: u64,
-    /// How many requests the request log keeps.
+    /// How many requests the request log keeps (0: none; counters are always kept).
     pub request_log_cap: usize,
+    /// How many writes the history keeps for tests (0: none). Each entry keeps that
+    /// version of the object alive, so long-running servers leave it at 0.
+    pub history_cap: usize,
 }
 
 impl Default for Options {
@@ -94,7 +97,8 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(60),
             event_window: 100_000,
             compact_every: 10_000,
-            request_log_cap: 100_000,
+            request_log_cap: 0,
+            history_cap: 0,
         }
     }
 }
@@ -133,6 +137,7 @@ impl App {
                     })?,
                 None => Store::in_memory(options.event_window),
             };
+        store.set_history_cap(options.history_cap);
         let app = Arc::new(Self {
             store,
             registry: RwLock::new(Registry::with_builtins()),

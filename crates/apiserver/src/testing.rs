@@ -37,11 +37,25 @@ impl HistoryEntry {
 }
 
 /// Options for a [`TestServer`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TestServerBuilder {
     data_dir: Option<PathBuf>,
     faults: FaultConfig,
     options: Options,
+}
+
+impl Default for TestServerBuilder {
+    fn default() -> Self {
+        Self {
+            data_dir: None,
+            faults: FaultConfig::default(),
+            options: Options {
+                request_log_cap: 100_000,
+                history_cap: 200_000,
+                ..Options::default()
+            },
+        }
+    }
 }
 
 impl TestServerBuilder {

@@ -127,11 +127,34 @@ pub async fn create_object(
         let stored = StoredObject::new(&object, 0).ok_or_else(|| ApiError::internal("encode"))?;
         return Ok(respond(StatusCode::CREATED, res, &stored, &warnings));
     }
-    let key: ObjKey = (namespace, name.clone());
-    let mut written = app
-        .store
-        .write(&res.storage, &key, Op::Put(object), Expect::Absent)
-        .map_err(|e| store_error(res, &name, e))?;
+    let generated = object["metadata"]["generateName"]
+        .as_str()
+        .filter(|prefix| name.len() == prefix.len() + 5 && name.starts_with(prefix))
+        .map(str::to_string);
+    let mut key: ObjKey = (namespace, name.clone());
+    let mut attempts = 0;
+    let mut written = loop {
+        // Only a generated name may need a second try (and so a copy of the object).
+        let attempt = if generated.is_some() {
+            object.clone()
+        } else {
+            std::mem::take(&mut object)
+        };
+        match app
+            .store
+            .write(&res.storage, &key, Op::Put(attempt), Expect::Absent)
+        {
+            // A generated name that collides is generated again, as the real server retries.
+            Err(WriteError::Exists) if generated.is_some() && attempts < 8 => {
+                attempts += 1;
+                let prefix = generated.clone().unwrap_or_default();
+                let fresh = format!("{prefix}{}", prepare::random_suffix());
+                object["metadata"]["name"] = Value::String(fresh.clone());
+                key.1 = fresh;
+            }
+            result => break result.map_err(|e| store_error(res, &key.1, e))?,
+        }
+    };
     written.wait_durable().await;
     app.after_write(&written.change);
     Ok(respond(
@@ -294,6 +317,20 @@ pub async fn update(
     let stored = mutate(app, res, &key, req.params.dry_run, |current| {
         if pinned.is_some_and(|rv| rv != current.rv) {
             return Err(ApiError::stale(&res.group, &res.plural, name));
+        }
+        if let Some(uid) = body["metadata"]["uid"]
+            .as_str()
+            .filter(|u| !u.is_empty() && *u != current.uid)
+        {
+            return Err(ApiError::conflict(
+                &res.group,
+                &res.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    current.uid
+                ),
+            ));
         }
         let old = events::served(res, current.value());
         let new = prepare::update(res, &old, body.clone(), sub.is_some())?;

@@ -78,7 +78,9 @@ pub fn name_error(res: &Resource, name: &str) -> Option<String> {
     }
 }
 
-fn random_suffix() -> String {
+/// The 5 random characters appended to `generateName`.
+#[must_use]
+pub fn random_suffix() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();

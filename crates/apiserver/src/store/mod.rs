@@ -186,7 +186,7 @@ impl Store {
                 oldest_resumable: rv,
                 snapshots: VecDeque::new(),
                 history: Vec::new(),
-                history_cap: 200_000,
+                history_cap: 0,
                 writes_since_snapshot: 0,
             }),
             tx,
@@ -296,6 +296,11 @@ impl Store {
         state.oldest_resumable = state.rv;
         state.window.clear();
         state.snapshots.clear();
+    }
+
+    /// Keeps up to `cap` writes in the history (0: none; the default).
+    pub fn set_history_cap(&self, cap: usize) {
+        self.state.lock().history_cap = cap;
     }
 
     /// Every write so far (bounded), oldest first.
