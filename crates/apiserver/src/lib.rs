@@ -16,6 +16,7 @@ pub mod faults;
 pub mod fields;
 pub mod handlers;
 pub mod paths;
+pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selectors;

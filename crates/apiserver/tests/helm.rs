@@ -73,7 +73,6 @@ async fn release_secrets(secrets: &Api<Secret>) -> Vec<Secret> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "apiserver bug K7 (protobuf bodies refused), /work/wt/_notes/apiserver-bugs.md"]
 async fn helm_installs_lists_and_uninstalls_a_small_chart() {
     let Some(python) = helm_python() else {
         return;

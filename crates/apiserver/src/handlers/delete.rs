@@ -18,6 +18,8 @@ use crate::status::{ApiError, ApiResult};
 fn options(req: &Req) -> ApiResult<DeleteOptions> {
     let body: Value = if req.body.iter().all(u8::is_ascii_whitespace) {
         json!({})
+    } else if req.content_type() == "application/vnd.kubernetes.protobuf" {
+        super::parse_protobuf(&req.body)?
     } else {
         serde_json::from_slice(&req.body).map_err(|e| {
             ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))

@@ -84,6 +84,8 @@ impl Req {
                     ))
                 })?,
             "application/yaml" | "application/x-yaml" | "text/yaml" => parse_yaml(&self.body)?,
+            // Typed client-go clients (Helm's release storage) send built-in kinds as protobuf.
+            "application/vnd.kubernetes.protobuf" => parse_protobuf(&self.body)?,
             other => return Err(ApiError::unsupported_media_type(other)),
         };
         if !value.is_object() {
@@ -93,6 +95,22 @@ impl Req {
         }
         Ok(value)
     }
+}
+
+/// Decodes a Kubernetes protobuf body into JSON: 415 for kinds not served as protobuf
+/// (custom resources, as on a real server), 400 when malformed.
+///
+/// # Errors
+/// See above.
+pub fn parse_protobuf(body: &[u8]) -> ApiResult<Value> {
+    crate::protobuf::decode_object(body).map_err(|e| match e {
+        crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
+            ApiError::unsupported_media_type("application/vnd.kubernetes.protobuf")
+        }
+        other => ApiError::bad_request(format!(
+            "the body of the request was not valid protobuf: {other}"
+        )),
+    })
 }
 
 /// Parses YAML (or JSON, which is YAML) into JSON.
