@@ -4,7 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::telemetry::{self, LogFormat};
+use crate::{
+    dev::{self, DevArgs},
+    telemetry::{self, LogFormat},
+};
 
 /// The socialweb.computer node controller manager.
 #[derive(Debug, Parser)]
@@ -25,16 +28,22 @@ pub enum Command {
     /// Run the controllers against a cluster (kubeconfig or in-cluster).
     Run,
     /// Start the embedded API server and local market, and run the controllers on them.
-    Dev,
+    Dev(DevArgs),
     /// `dev` plus a scripted run: a Cluster scaled 3 -> 5 -> 2 nodes, then deleted.
-    Demo,
+    Demo(DevArgs),
 }
 
 /// Parses the command line, runs the chosen mode and turns its outcome into an exit code.
 #[must_use]
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(error) = telemetry::init(cli.log_format) {
+    // The demo's output is its tree; reconcile logs would bury it.
+    let default_filter = if matches!(cli.command, Command::Demo(_)) {
+        "warn"
+    } else {
+        "info"
+    };
+    if let Err(error) = telemetry::init(cli.log_format, default_filter) {
         eprintln!("error: cannot set up logging: {error:#}");
         return ExitCode::FAILURE;
     }
@@ -50,9 +59,9 @@ pub fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Run | Command::Dev | Command::Demo => {
-                anyhow::bail!("{:?} arrives with the controllers", cli.command)
-            }
+            Command::Run => anyhow::bail!("run arrives with leader election"),
+            Command::Dev(args) => run_dev(&args).await,
+            Command::Demo(args) => run_demo(&args).await,
         }
     });
     match outcome {
@@ -61,5 +70,48 @@ pub fn main() -> ExitCode {
             tracing::error!("{error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+async fn run_dev(args: &DevArgs) -> anyhow::Result<()> {
+    let env = dev::start(args).await?;
+    println!(
+        "embedded API server: {} (no authentication: loopback only)",
+        env.server.url()
+    );
+    println!("kubeconfig: {}", env.kubeconfig.display());
+    println!("try: {}", dev::kubectl_hint(&env.kubeconfig));
+    println!(
+        "     kubectl --kubeconfig {} apply -f examples/",
+        env.kubeconfig.display()
+    );
+    println!("Ctrl+C stops.");
+    tokio::select! {
+        () = env.controllers.done => anyhow::bail!("the controllers stopped"),
+        signal = tokio::signal::ctrl_c() => signal.map_err(anyhow::Error::from),
+    }
+}
+
+async fn run_demo(args: &DevArgs) -> anyhow::Result<()> {
+    let dev::DevEnvironment {
+        server,
+        client,
+        kubeconfig,
+        controllers,
+        ..
+    } = dev::start(args).await?;
+    println!(
+        "embedded API server: {}  kubeconfig: {}",
+        server.url(),
+        kubeconfig.display()
+    );
+    let options = crate::demo::DemoOptions {
+        contract_namespace: args.controllers.contract_namespace.clone(),
+        ..Default::default()
+    };
+    let mut stdout = std::io::stdout();
+    tokio::select! {
+        () = controllers.done => anyhow::bail!("the controllers stopped before the demo finished"),
+        summary = crate::demo::run_script(client, &options, &mut stdout) => summary.map(|_| ()),
     }
 }

@@ -6,8 +6,10 @@
 
 pub mod cli;
 pub mod demo;
+pub mod dev;
 pub mod http;
 pub mod leader;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tree;
+pub mod wiring;

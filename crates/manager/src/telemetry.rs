@@ -11,13 +11,14 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber; `RUST_LOG` filters (default `info`).
+/// Installs the global subscriber; `RUST_LOG` filters (default `default_filter`).
 ///
 /// # Errors
 ///
 /// When `RUST_LOG` does not parse or a subscriber is already installed.
-pub fn init(format: LogFormat) -> anyhow::Result<()> {
-    let filter = EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new("info"))?;
+pub fn init(format: LogFormat, default_filter: &str) -> anyhow::Result<()> {
+    let filter =
+        EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(default_filter))?;
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Text => registry.with(fmt::layer().with_target(false)).try_init()?,

@@ -38,17 +38,30 @@ pub fn render(snapshot: &Snapshot) -> String {
         } else {
             ""
         };
-        let claims = snapshot
+        let claims: Vec<&NodeClaim> = snapshot
             .claims
             .iter()
-            .filter(|c| c.spec.cluster_name == cluster.name_any())
-            .count();
+            .filter(|c| {
+                c.spec.cluster_name == cluster.name_any() && c.namespace() == cluster.namespace()
+            })
+            .collect();
         let _ = writeln!(
             out,
-            "Cluster {}/{}  phase={phase}  claims={claims}{deleting}",
+            "Cluster {}/{}  phase={phase}  claims={}{deleting}",
             cluster.namespace().unwrap_or_default(),
-            cluster.name_any()
+            cluster.name_any(),
+            claims.len()
         );
+        let mut claims = claims;
+        claims.sort_by_key(|c| c.name_any());
+        for claim in claims {
+            let _ = writeln!(
+                out,
+                "  NodeClaim {}  {}",
+                claim.name_any(),
+                claim_phase(claim)
+            );
+        }
         let infra_name = names::infra_name(
             &cluster.namespace().unwrap_or_default(),
             &cluster.name_any(),
@@ -65,10 +78,39 @@ pub fn render(snapshot: &Snapshot) -> String {
             render_infra(&mut out, snapshot, &infra.name_any());
         }
     }
+    // Claims whose Cluster is gone are held by their finalizer until released.
+    for claim in &snapshot.claims {
+        let has_cluster = snapshot
+            .clusters
+            .iter()
+            .any(|c| c.name_any() == claim.spec.cluster_name && c.namespace() == claim.namespace());
+        if !has_cluster {
+            let _ = writeln!(
+                out,
+                "NodeClaim {}/{}  {}  (Cluster gone)",
+                claim.namespace().unwrap_or_default(),
+                claim.name_any(),
+                claim_phase(claim)
+            );
+        }
+    }
     if out.is_empty() {
         out.push_str("(nothing)\n");
     }
     out
+}
+
+fn claim_phase(claim: &NodeClaim) -> String {
+    let status = claim.status.as_ref();
+    let phase = status
+        .and_then(|s| s.phase)
+        .map_or_else(|| "phase=-".to_owned(), |p| format!("phase={p:?}"));
+    let deleting = if claim.metadata.deletion_timestamp.is_some() {
+        " (deleting)"
+    } else {
+        ""
+    };
+    format!("{phase}{deleting}")
 }
 
 fn render_infra(out: &mut String, snapshot: &Snapshot, infra_name: &str) {

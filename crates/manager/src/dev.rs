@@ -1,0 +1,240 @@
+//! `dev` and `demo`: the whole product on this machine.
+//!
+//! Starts the embedded API server, installs the CRDs, creates the contract
+//! namespace with a Requester on the local market, and runs the controllers
+//! through the same wiring as `run`.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use api::{Requester, names};
+use apiserver::ApiServer;
+use controllers::{Clock, SystemClock, metrics::Metrics, requester::Markets};
+use k8s_openapi::{
+    api::core::v1::Namespace,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+    runtime::wait::{await_condition, conditions},
+};
+use market::{LocalMarket, LocalMarketConfig};
+
+use crate::wiring::{ControllerOptions, Controllers, Running};
+
+/// The field manager of what `dev` installs.
+const DEV_MANAGER: &str = "socialweb/dev";
+
+/// Options of `dev` and `demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevArgs {
+    /// Port of the embedded API server on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Keep the API server's objects and the local market's guests here across restarts
+    /// (without it, everything is in memory and gone at exit).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Where to write the kubeconfig (default: `<data-dir>/kubeconfig`, or a temporary directory).
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// The controllers' namespaces and concurrency.
+    #[command(flatten)]
+    pub controllers: ControllerOptions,
+}
+
+/// A running development environment; everything stops when it is dropped.
+pub struct DevEnvironment {
+    /// The embedded API server.
+    pub server: ApiServer,
+    /// A client for it.
+    pub client: Client,
+    /// The kubeconfig `kubectl` can use.
+    pub kubeconfig: PathBuf,
+    /// The local market every Requester of this process uses.
+    pub market: Arc<LocalMarket>,
+    /// The controllers.
+    pub controllers: Running,
+    _scratch: Option<tempfile::TempDir>,
+}
+
+/// Starts the server, installs what the product needs and starts the controllers.
+///
+/// # Errors
+///
+/// When the server cannot bind, the data directory cannot be used, or the CRDs
+/// do not become Established.
+pub async fn start(args: &DevArgs) -> anyhow::Result<DevEnvironment> {
+    let mut builder = ApiServer::builder().port(args.port);
+    if let Some(dir) = &args.data_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("create data directory {}", dir.display()))?;
+        builder = builder.data_dir(dir.join("apiserver"));
+    }
+    let server = builder
+        .serve()
+        .await
+        .context("start the embedded API server")?;
+
+    let (kubeconfig, scratch) = match (&args.kubeconfig_out, &args.data_dir) {
+        (Some(path), _) => (path.clone(), None),
+        (None, Some(dir)) => (dir.join("kubeconfig"), None),
+        (None, None) => {
+            let dir = tempfile::Builder::new()
+                .prefix("socialweb-dev-")
+                .tempdir()
+                .context("create a temporary directory for the kubeconfig")?;
+            (dir.path().join("kubeconfig"), Some(dir))
+        }
+    };
+    server
+        .write_kubeconfig(&kubeconfig)
+        .with_context(|| format!("write kubeconfig {}", kubeconfig.display()))?;
+    let client = client_for(&server.url())?;
+
+    install_crds(&client).await?;
+    let namespace = &args.controllers.contract_namespace;
+    ensure_namespace(&client, namespace).await?;
+    ensure_requester(&client, namespace).await?;
+
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let market = Arc::new(
+        LocalMarket::new(
+            LocalMarketConfig {
+                seed: 7,
+                bidders: Vec::new(), // the Requester's spec sets them
+                state_dir: args.data_dir.as_ref().map(|dir| dir.join("market")),
+                node_register_delay: Duration::from_millis(500),
+            },
+            Arc::new(controllers::requester::MarketClock(Arc::clone(&clock))),
+        )
+        .context("open the local market")?,
+    );
+    let controllers = Controllers {
+        client: client.clone(),
+        clock: Arc::clone(&clock),
+        markets: Arc::new(Markets::with_local_market(clock, Arc::clone(&market))),
+        metrics: Metrics::default(),
+        options: args.controllers.clone(),
+    }
+    .start();
+
+    Ok(DevEnvironment {
+        server,
+        client,
+        kubeconfig,
+        market,
+        controllers,
+        _scratch: scratch,
+    })
+}
+
+/// A kube client for the embedded server at `url`.
+///
+/// # Errors
+///
+/// When `url` is not a URL.
+pub fn client_for(url: &str) -> anyhow::Result<Client> {
+    let uri: http::Uri = url
+        .parse()
+        .with_context(|| format!("parse server URL {url}"))?;
+    let mut config = kube::Config::new(uri);
+    config.default_namespace = "default".into();
+    // Watches are long polls; the default read timeout would cut them.
+    config.read_timeout = Some(Duration::from_secs(300));
+    Client::try_from(config).context("build a client for the embedded API server")
+}
+
+/// Applies every CRD of the `api` crate and waits until each is Established.
+///
+/// # Errors
+///
+/// When the server refuses a CRD or one is not Established within 30 s.
+pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(DEV_MANAGER).force();
+    for crd in api::crds() {
+        let name = crd.name_any();
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("install CRD {name}"))?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .with_context(|| format!("CRD {name} not Established within 30s"))?
+        .with_context(|| format!("wait for CRD {name}"))?;
+    }
+    Ok(())
+}
+
+async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let namespace: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+    }))?;
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            name,
+            &PatchParams::apply(DEV_MANAGER),
+            &Patch::Apply(&namespace),
+        )
+        .await
+        .with_context(|| format!("create namespace {name}"))?;
+    Ok(())
+}
+
+/// The Requester of the dev environment; created once, so a user's edits
+/// survive a restart with `--data-dir`.
+async fn ensure_requester(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let requesters: Api<Requester> = Api::namespaced(client.clone(), namespace);
+    if requesters
+        .get_opt("local")
+        .await
+        .context("read Requester local")?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let requester: Requester = serde_json::from_value(serde_json::json!({
+        "apiVersion": "socialweb.computer/v1alpha1",
+        "kind": "Requester",
+        "metadata": {"name": "local", "namespace": namespace},
+        "spec": {
+            "bidWindowSeconds": 2,
+            "maxInFlight": 10,
+            "market": {"local": {
+                "seed": 7,
+                "bidders": [
+                    {"did": "did:web:south.bidders.example", "cost": 95, "currency": "EUR",
+                     "capacity": 3, "bootDelayMillis": 2500},
+                    {"did": "did:web:north.bidders.example", "cost": 120, "currency": "EUR",
+                     "capacity": 4, "bootDelayMillis": 2000},
+                    {"did": "did:plc:eastbidder7x2k", "cost": 150, "currency": "EUR",
+                     "capacity": 6, "bootDelayMillis": 1500},
+                ],
+            }},
+        },
+    }))
+    .context("build the dev Requester")?;
+    requesters
+        .create(&PostParams::default(), &requester)
+        .await
+        .context("create Requester local")?;
+    Ok(())
+}
+
+/// The line a user pastes to look around.
+#[must_use]
+pub fn kubectl_hint(kubeconfig: &Path) -> String {
+    format!(
+        "kubectl --kubeconfig {} get infra -A -l {}=<cluster>",
+        kubeconfig.display(),
+        names::CLUSTER_LABEL
+    )
+}

@@ -1,0 +1,119 @@
+//! One shared cache, three reconcilers: how the manager puts them together.
+//!
+//! `run`, `dev`, `demo` and the end-to-end tests all start the controllers
+//! through [`Controllers::start`], so the tests exercise the real wiring.
+
+use std::sync::Arc;
+
+use controllers::{Clock, SharedCaches, infra, metrics::Metrics, nodeclaim, requester};
+use kube::Client;
+use tokio::sync::watch;
+
+/// How the controllers run; every bound has an explicit default.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerOptions {
+    /// Namespace of Infras, ComputeContracts, join Secrets and the Requester.
+    #[arg(long, env = "CONTRACT_NAMESPACE", default_value = api::DEFAULT_CONTRACT_NAMESPACE)]
+    pub contract_namespace: String,
+    /// Infras reconciled at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub infra_concurrency: u16,
+    /// ComputeContracts (and Requesters) reconciled at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub requester_concurrency: u16,
+    /// Clusters (NodeClaim keys) reconciled at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub nodeclaim_concurrency: u16,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        Self {
+            contract_namespace: api::DEFAULT_CONTRACT_NAMESPACE.to_owned(),
+            infra_concurrency: 4,
+            requester_concurrency: 8,
+            nodeclaim_concurrency: 4,
+        }
+    }
+}
+
+/// What the controllers share: the client, the clock, the markets and the metrics.
+pub struct Controllers {
+    /// The API client every write goes through.
+    pub client: Client,
+    /// Where time comes from.
+    pub clock: Arc<dyn Clock>,
+    /// The markets of the Requesters.
+    pub markets: Arc<requester::Markets>,
+    /// Where reconciles are counted.
+    pub metrics: Metrics,
+    /// Namespaces and concurrency.
+    pub options: ControllerOptions,
+}
+
+/// The running controllers: await `done`, or drop it to stop them at once.
+pub struct Running {
+    /// Resolves when every controller has stopped.
+    pub done: futures::future::BoxFuture<'static, ()>,
+    /// Turns true once every cache holds its initial list.
+    pub ready: watch::Receiver<bool>,
+}
+
+impl Controllers {
+    /// Subscribes the three reconcilers to one shared cache and returns the
+    /// future that runs them and the cache.
+    ///
+    /// # Guarantees
+    ///
+    /// Dropping [`Running::done`] stops every reconcile and watch: no write is
+    /// made after that (what leader election's fencing relies on).
+    #[must_use]
+    pub fn start(self) -> Running {
+        let namespace = self.options.contract_namespace.clone();
+        let caches = Arc::new(SharedCaches::new(self.client.clone(), &namespace));
+
+        let mut infra_ctx =
+            infra::Context::new(self.client.clone(), Arc::clone(&self.clock), &namespace);
+        infra_ctx.concurrency = self.options.infra_concurrency;
+        infra_ctx.metrics = self.metrics.clone();
+
+        let mut requester_ctx = requester::Context::new(
+            self.client.clone(),
+            Arc::clone(&self.clock),
+            Arc::clone(&self.markets),
+            &namespace,
+        );
+        requester_ctx.concurrency = self.options.requester_concurrency;
+
+        let mut nodeclaim_ctx =
+            nodeclaim::Context::new(self.client.clone(), Arc::clone(&self.clock), &namespace)
+                .with_metrics(Arc::new(self.metrics.clone()));
+        nodeclaim_ctx.concurrency = self.options.nodeclaim_concurrency;
+
+        // Every controller subscribes before the reflectors start, so none misses the initial list.
+        let infra = infra::controller(Arc::new(infra_ctx), &caches);
+        let requester = requester::controller(Arc::new(requester_ctx), &caches);
+        let nodeclaim = nodeclaim::controller(Arc::new(nodeclaim_ctx), &caches);
+        let reflectors = caches.run();
+
+        let (ready_tx, ready) = watch::channel(false);
+        let readiness = {
+            let caches = Arc::clone(&caches);
+            async move {
+                caches.wait_until_ready().await;
+                let _ = ready_tx.send(true);
+                tracing::info!("caches synced; reconciling");
+                // Keep the sender so readers never see the channel close while running.
+                futures::future::pending::<()>().await;
+            }
+        };
+        let done = Box::pin(async move {
+            tokio::select! {
+                () = reflectors => tracing::warn!("the shared cache stopped"),
+                ((), (), ()) = futures::future::join3(infra, requester, nodeclaim) => {}
+                () = readiness => {}
+            }
+        });
+        Running { done, ready }
+    }
+}
