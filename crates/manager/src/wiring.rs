@@ -84,10 +84,11 @@ impl Controllers {
             &namespace,
         );
         requester_ctx.concurrency = self.options.requester_concurrency;
+        requester_ctx.metrics = self.metrics.clone();
 
         let mut nodeclaim_ctx =
-            nodeclaim::Context::new(self.client.clone(), Arc::clone(&self.clock), &namespace)
-                .with_metrics(Arc::new(self.metrics.clone()));
+            nodeclaim::Context::new(self.client.clone(), Arc::clone(&self.clock), &namespace);
+        nodeclaim_ctx.metrics = self.metrics.clone();
         nodeclaim_ctx.concurrency = self.options.nodeclaim_concurrency;
 
         // Every controller subscribes before the reflectors start, so none misses the initial list.
