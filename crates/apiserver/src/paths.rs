@@ -159,6 +159,18 @@ mod tests {
         assert_eq!(path.plural, "configmaps");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsing_any_path_is_total(path in "(/[a-z0-9%.{}_-]{0,12}){0,8}") {
+            let _ = parse(&path);
+        }
+
+        #[test]
+        fn parsing_any_query_is_total(query in "[a-zA-Z=&%0-9,!()]{0,60}") {
+            let _ = crate::handlers::params::Params::parse(Some(&query));
+        }
+    }
+
     #[test]
     fn discovery_and_unknown() {
         assert_eq!(parse("/api"), Route::CoreVersions);

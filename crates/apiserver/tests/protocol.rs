@@ -303,6 +303,49 @@ async fn restart_after_snapshots_recovers_everything() {
 }
 
 #[tokio::test]
+async fn dropped_watches_are_resumed_by_the_watcher() {
+    let server = TestServer::start().await.unwrap();
+    server.set_faults(FaultConfig {
+        drop_watch_after_events: Some(1),
+        ..FaultConfig::default()
+    });
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let mut stream = watcher::watcher(cms.clone(), watcher::Config::default()).boxed();
+    while !matches!(
+        stream.try_next().await.unwrap(),
+        Some(watcher::Event::InitDone)
+    ) {}
+    for i in 0..3 {
+        cms.create(&PostParams::default(), &cm(&format!("r{i}")))
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        if let Some(watcher::Event::Apply(o)) =
+            tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+                .await
+                .unwrap()
+                .unwrap()
+        {
+            seen.push(o.metadata.name.unwrap());
+        }
+    }
+    assert_eq!(seen, ["r0", "r1", "r2"]);
+    let watches = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "watch")
+        .count();
+    let log: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| format!("{} {} {}", r.verb, r.uri, r.status))
+        .collect();
+    assert!(watches >= 2, "each dropped watch was resumed: {log:#?}");
+}
+
+#[tokio::test]
 async fn faults_are_injected_and_requests_counted() {
     let server = TestServer::start().await.unwrap();
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());

@@ -193,6 +193,9 @@ pub fn serve(
                 return;
             }
             sent += 1;
+            if faults.drop_watch_after_events.is_some_and(|n| sent >= n) {
+                return;
+            }
         }
         if send_initial
             && bookmarks
