@@ -1,7 +1,8 @@
-//! The real `kubectl` (1.32) against the embedded API server: what a user does
-//! with the project's CRDs and examples must work as on a real cluster. Every
-//! test asserts kubectl's exit code and output; each kubectl call has its own
-//! cache directory, and independent calls run on parallel threads.
+//! The real `kubectl` (1.32) reading from the embedded API server: printer
+//! columns, label selectors, `-o yaml`, `describe` with Events, `explain`, and
+//! `get -w`. Every test asserts kubectl's exit code and output; each kubectl call
+//! has its own cache directory, and independent calls run on parallel threads.
+//! Writes (`apply`, `delete`) are in kubectl_apply.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -13,87 +14,10 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::kubectl::{
-    Background, headers, kubectl, kubectl_at, kubectl_fails, kubectl_ok, kubectl_required,
-    kubectl_stdin, squeeze, stdout_of_success, table,
+    Background, headers, kubectl, kubectl_fails, kubectl_ok, kubectl_required, squeeze, table,
 };
-use support::objects::{create, create_namespace, install_project_crds, repo_root, socialweb_api};
-
-fn path(relative: &str) -> String {
-    repo_root().join(relative).display().to_string()
-}
-
-/// A server with the project's CRDs, the tenant's Cluster and its 3 NodeClaims
-/// applied with kubectl from examples/.
-async fn server_with_examples() -> TestServer {
-    let server = TestServer::start().await.expect("start server");
-    install_project_crds(&server.client()).await;
-    let out = kubectl_ok(
-        &server,
-        &[
-            "apply",
-            "-f",
-            &path("examples/cluster.yaml"),
-            "-f",
-            &path("examples/nodeclaims.yaml"),
-        ],
-    );
-    assert!(
-        out.contains("nodeclaim.socialweb.computer/staging-big-1 created"),
-        "{out}"
-    );
-    server
-}
-
-/// Reports a claim as the NodeClaim controller would, through /status.
-async fn report_claim(server: &TestServer, name: &str, phase: &str, address: &str) {
-    let claims = socialweb_api(&server.client(), "NodeClaim", "nodeclaims", "tenant-a");
-    let status = json!({"status": {
-        "phase": phase,
-        "infra": {"namespace": "socialweb-system", "name": "nodes-b27d3c1c71666568b47a",
-            "contract": "node-0123456789abcdef0123",
-            "computeContract": "nodes-b27d3c1c71666568b47a-node-0123456789abcdef0123"},
-        "guest": {"provider": "did:web:compute.hetzner-reseller.example", "address": address},
-    }});
-    claims
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("patch claim status");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn apply_registers_the_crds_and_the_examples_with_default_validation() {
-    if !kubectl_required() {
-        return;
-    }
-    let server = TestServer::start().await.expect("start server");
-    // Default validation: kubectl reads /openapi/v3, sees fieldValidation and sends Strict.
-    let out = kubectl_ok(&server, &["apply", "-f", &path("deploy/crds/")]);
-    for plural in [
-        "clusters",
-        "computecontracts",
-        "infras",
-        "nodeclaims",
-        "requesters",
-    ] {
-        let line = format!(
-            "customresourcedefinition.apiextensions.k8s.io/{plural}.socialweb.computer created"
-        );
-        assert!(out.contains(&line), "missing {line:?} in:\n{out}");
-    }
-    for example in ["requester", "cluster", "nodeclaims"] {
-        let out = kubectl_ok(
-            &server,
-            &["apply", "-f", &path(&format!("examples/{example}.yaml"))],
-        );
-        assert!(out.contains(" created"), "{example}: {out}");
-    }
-    let again = kubectl_ok(&server, &["apply", "-f", &path("examples/nodeclaims.yaml")]);
-    assert_eq!(
-        again.matches(" unchanged").count(),
-        3,
-        "a re-apply changes nothing:\n{again}"
-    );
-}
+use support::objects::{create, create_namespace, install_project_crds, socialweb_api};
+use support::scenes::{report_claim, server_with_examples};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_prints_printer_columns_selects_by_label_and_prints_yaml() {
@@ -247,36 +171,6 @@ async fn get_prints_printer_columns_selects_by_label_and_prints_yaml() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn apply_refuses_unknown_fields_and_schema_violations() {
-    if !kubectl_required() {
-        return;
-    }
-    let server = TestServer::start().await.expect("start server");
-    install_project_crds(&server.client()).await;
-    create_namespace(&server.client(), "tenant-a").await;
-    // Strict field validation is honoured: an unknown field is refused, not pruned.
-    let typo = "apiVersion: socialweb.computer/v1alpha1\nkind: Cluster\nmetadata:\n  name: typo\n  namespace: tenant-a\nspec:\n  account: did:plc:abc\n  running: true\n  runing: false\n";
-    let output = kubectl_stdin(&server, &["apply", "-f", "-"], typo);
-    let text = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "an unknown field must fail under Strict:\n{text}"
-    );
-    assert!(text.contains(r#"unknown field "spec.runing""#), "{text}");
-    // A schema violation is refused with the field named.
-    let bad = typo
-        .replace("  runing: false\n", "")
-        .replace("did:plc:abc", "not-a-did");
-    let output = kubectl_stdin(&server, &["apply", "-f", "-"], &bad);
-    let text = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{text}");
-    assert!(
-        text.contains("spec.account") && text.contains("Invalid"),
-        "{text}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_prints_absent_column_values_as_blank_cells() {
     if !kubectl_required() {
         return;
@@ -339,6 +233,90 @@ async fn get_yaml_shows_the_schema_defaults() {
         ],
     );
     assert_eq!(out, "600");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_computecontracts_shows_the_infra_label_column_and_the_winner() {
+    if !kubectl_required() {
+        return;
+    }
+    let server = TestServer::start().await.expect("start server");
+    let client = server.client();
+    install_project_crds(&client).await;
+    create_namespace(&client, "socialweb-system").await;
+    let contracts = socialweb_api(
+        &client,
+        "ComputeContract",
+        "computecontracts",
+        "socialweb-system",
+    );
+    for (infra, entry) in [
+        ("nodes-b27d3c1c71666568b47a", "node-0123456789abcdef0123"),
+        ("nodes-5f0c6e1d2a3b4c5d6e7f", "node-aaaaaaaaaaaaaaaaaaaa"),
+    ] {
+        create(
+            &contracts,
+            &json!({
+                "apiVersion": "socialweb.computer/v1alpha1", "kind": "ComputeContract",
+                "metadata": {"name": format!("{infra}-{entry}"), "labels": {
+                    "infra.socialweb.computer/name": infra,
+                    "infra.socialweb.computer/contract": entry}},
+                "spec": {"resources": {"cpus": 2, "memory": 4096, "disk": 40, "network": 1000},
+                    "location": {"country": "DE"}},
+            }),
+        )
+        .await;
+    }
+    let won = json!({"status": {"phase": "Deployed",
+        "winner": {"bidder": "did:web:compute.hetzner-reseller.example", "cost": 1200, "currency": "EUR"}}});
+    contracts
+        .patch_status(
+            "nodes-b27d3c1c71666568b47a-node-0123456789abcdef0123",
+            &PatchParams::default(),
+            &Patch::Merge(&won),
+        )
+        .await
+        .expect("report the winner");
+    let out = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "cc",
+            "-n",
+            "socialweb-system",
+            "-l",
+            "infra.socialweb.computer/name=nodes-b27d3c1c71666568b47a",
+        ],
+    );
+    assert_eq!(
+        headers(&out),
+        ["NAME", "INFRA", "PHASE", "WINNER", "COST", "AGE"],
+        "{out}"
+    );
+    let rows = table(&out);
+    assert_eq!(rows.len(), 1, "{out}");
+    // The INFRA column's path escapes the dots of the label key: .metadata.labels.infra\.socialweb\.computer/name
+    assert_eq!(rows[0]["INFRA"], "nodes-b27d3c1c71666568b47a", "{out}");
+    assert_eq!(rows[0]["PHASE"], "Deployed", "{out}");
+    assert_eq!(
+        rows[0]["WINNER"], "did:web:compute.hetzner-reseller.example",
+        "{out}"
+    );
+    assert_eq!(rows[0]["COST"], "1200", "{out}");
+    // The schema default of ttlSecondsAfterFinished (8 days) shows through jsonpath.
+    let ttl = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "cc",
+            "nodes-5f0c6e1d2a3b4c5d6e7f-node-aaaaaaaaaaaaaaaaaaaa",
+            "-n",
+            "socialweb-system",
+            "-o",
+            "jsonpath={.spec.ttlSecondsAfterFinished}",
+        ],
+    );
+    assert_eq!(ttl, "691200");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -505,177 +483,6 @@ async fn explain_shows_the_field_descriptions_of_the_crds() {
             assert!(text.contains("noSuchField"), "{text}");
         });
     });
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_by_label_waits_until_the_objects_are_gone() {
-    if !kubectl_required() {
-        return;
-    }
-    let server = server_with_examples().await;
-    let client = server.client();
-    let claims = socialweb_api(&client, "NodeClaim", "nodeclaims", "tenant-a");
-    kubectl_ok(
-        &server,
-        &[
-            "label",
-            "nodeclaim",
-            "staging-worker-1",
-            "staging-worker-2",
-            "-n",
-            "tenant-a",
-            "tier=worker",
-        ],
-    );
-    // A finalizer holds one of them, as the NodeClaim controller's would until its machine is released.
-    let hold = json!({"metadata": {"finalizers": ["infra.socialweb.computer/release"]}});
-    claims
-        .patch(
-            "staging-worker-2",
-            &PatchParams::default(),
-            &Patch::Merge(&hold),
-        )
-        .await
-        .expect("add finalizer");
-
-    let args = [
-        "delete",
-        "nodeclaims",
-        "-n",
-        "tenant-a",
-        "-l",
-        "tier=worker",
-        "--timeout=30s",
-    ];
-    let kubeconfig = server.kubeconfig_path().to_path_buf();
-    let deleting = tokio::task::spawn_blocking(move || kubectl_at(&kubeconfig, &args, None));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(
-        !deleting.is_finished(),
-        "kubectl delete must wait while a finalizer holds the object"
-    );
-    let release = json!({"metadata": {"finalizers": null}});
-    claims
-        .patch(
-            "staging-worker-2",
-            &PatchParams::default(),
-            &Patch::Merge(&release),
-        )
-        .await
-        .expect("remove finalizer");
-    let output = tokio::time::timeout(Duration::from_secs(20), deleting)
-        .await
-        .expect("kubectl delete returns once the object is gone")
-        .unwrap();
-    let out = stdout_of_success(&args, &output);
-    assert!(
-        out.contains(r#"nodeclaim.socialweb.computer "staging-worker-1" deleted"#),
-        "{out}"
-    );
-    assert!(
-        out.contains(r#"nodeclaim.socialweb.computer "staging-worker-2" deleted"#),
-        "{out}"
-    );
-    assert!(claims.get_opt("staging-worker-1").await.unwrap().is_none());
-    assert!(claims.get_opt("staging-worker-2").await.unwrap().is_none());
-    assert!(
-        claims.get_opt("staging-big-1").await.unwrap().is_some(),
-        "the unlabelled claim stays"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_side_apply_owns_fields_and_reports_conflicts() {
-    if !kubectl_required() {
-        return;
-    }
-    let server = TestServer::start().await.expect("start server");
-    let client = server.client();
-    install_project_crds(&client).await;
-    let cluster_yaml = path("examples/cluster.yaml");
-    let out = kubectl_ok(&server, &["apply", "--server-side", "-f", &cluster_yaml]);
-    assert!(
-        out.contains("namespace/tenant-a serverside-applied"),
-        "{out}"
-    );
-    assert!(
-        out.contains("cluster.socialweb.computer/staging serverside-applied"),
-        "{out}"
-    );
-
-    let clusters = socialweb_api(&client, "Cluster", "clusters", "tenant-a");
-    let cluster = clusters.get("staging").await.unwrap();
-    let managers: Vec<(String, String)> = cluster
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .map(|m| {
-            (
-                m.manager.clone().unwrap_or_default(),
-                m.operation.clone().unwrap_or_default(),
-            )
-        })
-        .collect();
-    assert_eq!(managers, [("kubectl".to_owned(), "Apply".to_owned())]);
-
-    // Another manager takes spec.running by force.
-    let stop = json!({"apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-        "metadata": {"name": "staging"}, "spec": {"running": false}});
-    clusters
-        .patch(
-            "staging",
-            &PatchParams::apply("socialweb/operator").force(),
-            &Patch::Apply(&stop),
-        )
-        .await
-        .expect("forced apply");
-    let text = kubectl_fails(&server, &["apply", "--server-side", "-f", &cluster_yaml]);
-    assert!(
-        text.contains(r#"conflict with "socialweb/operator""#),
-        "{text}"
-    );
-    assert!(text.contains(".spec.running"), "{text}");
-    assert_eq!(
-        clusters.get("staging").await.unwrap().data["spec"]["running"],
-        false
-    );
-
-    let out = kubectl_ok(
-        &server,
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            &cluster_yaml,
-        ],
-    );
-    assert!(
-        out.contains("cluster.socialweb.computer/staging serverside-applied"),
-        "{out}"
-    );
-    assert_eq!(
-        clusters.get("staging").await.unwrap().data["spec"]["running"],
-        true
-    );
-    let again = kubectl_ok(
-        &server,
-        &[
-            "get",
-            "cluster",
-            "staging",
-            "-n",
-            "tenant-a",
-            "-o",
-            "yaml",
-            "--show-managed-fields",
-        ],
-    );
-    assert!(
-        again.contains("manager: kubectl") && again.contains("operation: Apply"),
-        "{again}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
