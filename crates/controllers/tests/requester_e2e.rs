@@ -8,6 +8,7 @@ mod requester_support;
 use std::time::Duration;
 
 use api::{ComputeContractPhase as Phase, names};
+use controllers::requester;
 use requester_support::*;
 
 #[tokio::test]
@@ -219,6 +220,52 @@ async fn the_oldest_requester_runs_the_namespace_and_a_newer_one_says_so() {
         c.status.unwrap().winner.unwrap().bidder,
         "did:web:a",
         "first's bidders"
+    );
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_contract_with_adopt_takes_over_a_running_guest_without_bidding() {
+    use market::Market as _;
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    // A guest rented outside this contract, straight on the market.
+    let mut rfp = requester::request_for(&{
+        let mut c = api::ComputeContract::new("elsewhere", contract_spec(3600));
+        c.metadata.namespace = Some(NS.to_owned());
+        c
+    });
+    rfp.contract = key("elsewhere");
+    env.wait_until(
+        "the market has the bidder",
+        Duration::from_secs(5),
+        async || !env.market.bidders().is_empty(),
+    )
+    .await;
+    let id = env.market.publish_rfp(rfp).await.unwrap();
+    let bids = env.market.collect_bids(&id).await.unwrap();
+    let receipt = env.market.accept(&id, &bids[0]).await.unwrap();
+    let mut spec = contract_spec(3600);
+    spec.adopt = Some(api::Receipt {
+        uri: receipt.uri.clone(),
+        cid: receipt.cid.clone(),
+    });
+    let mut adopted = api::ComputeContract::new("c1", spec);
+    adopted.metadata.namespace = Some(NS.to_owned());
+    env.contracts()
+        .create(&kube::api::PostParams::default(), &adopted)
+        .await
+        .unwrap();
+    let c = env.wait_phase("c1", Phase::Deployed).await;
+    let status = c.status.unwrap();
+    assert_eq!(status.receipt.unwrap().uri, receipt.uri);
+    assert_eq!(status.winner.unwrap().bidder, "did:web:a");
+    assert_eq!(
+        env.market.publish_calls(&key("c1")),
+        0,
+        "no bidding for an adopted guest"
     );
     controller.abort();
 }

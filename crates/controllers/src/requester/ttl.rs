@@ -77,3 +77,72 @@ pub fn verdict(contract: &ComputeContract, now: DateTime<Utc>) -> Ttl {
         Ttl::Wait(until(deadline, now))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::requester::conditions::to_time;
+    use crate::requester::test_fixtures::{contract, receipt, t0};
+    use api::{ConditionStatus, Winner};
+    use proptest::prelude::*;
+
+    const PHASES: [Phase; 7] = [
+        Phase::Pending,
+        Phase::Bidding,
+        Phase::Accepted,
+        Phase::Deployed,
+        Phase::Releasing,
+        Phase::Released,
+        Phase::Failed,
+    ];
+
+    proptest! {
+        #[test]
+        fn only_finished_ownerless_guestless_contracts_expire_and_only_after_the_deadline(
+            phase in proptest::sample::select(PHASES.to_vec()),
+            has_receipt in any::<bool>(),
+            has_winner in any::<bool>(),
+            gone in proptest::option::of(any::<bool>()),
+            owned in any::<bool>(),
+            ttl in 0_u32..1000,
+            completed_after in 0_i64..1000,
+            now_after in 0_i64..3000,
+        ) {
+            let mut c = contract();
+            c.spec.ttl_seconds_after_finished = ttl;
+            let mut status = api::ComputeContractStatus {
+                phase: Some(phase),
+                receipt: has_receipt.then(receipt),
+                winner: has_winner.then(|| Winner { bidder: "did:web:a".to_owned(), cost: 1, currency: "EUR".to_owned() }),
+                completion_time: Some(to_time(t0() + chrono::Duration::seconds(completed_after))),
+                ..Default::default()
+            };
+            if let Some(gone) = gone {
+                let s = if gone { ConditionStatus::True } else { ConditionStatus::False };
+                api::set_condition(&mut status.conditions, api::Condition::new(cond::RELEASED, s, "R", "", None, to_time(t0())));
+            }
+            c.status = Some(status);
+            if owned {
+                c.metadata.owner_references = Some(vec![Default::default()]);
+            }
+            let now = t0() + chrono::Duration::seconds(now_after);
+            let deadline = t0() + chrono::Duration::seconds(completed_after + i64::from(ttl));
+            let holds_guest = match phase {
+                Phase::Released => false,
+                Phase::Failed => (has_receipt || has_winner) && gone != Some(true),
+                _ => true,
+            };
+            let expected = if holds_guest {
+                Ttl::NotFinished
+            } else if owned {
+                Ttl::Owned
+            } else if now >= deadline {
+                Ttl::Expired
+            } else {
+                Ttl::Wait(until(deadline, now))
+            };
+            prop_assert_eq!(verdict(&c, now), expected);
+        }
+    }
+}
