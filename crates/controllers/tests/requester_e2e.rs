@@ -94,6 +94,26 @@ async fn a_bidder_that_cannot_boot_fails_the_contract_and_its_guest_is_released(
     assert!(message.contains("boot"), "{message}");
     assert!(env.market.release_calls(&market_receipt(&c)) >= 1);
     assert_eq!(env.market.running_guests(), 0);
+    // The failure is also an Event on the contract, naming the bidder.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(env.client.clone(), NS);
+    env.wait_until("a BootFailed event", Duration::from_secs(5), async || {
+        events
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("BootFailed")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("did:web:broken"))
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("c1")
+            })
+    })
+    .await;
     controller.abort();
 }
 
