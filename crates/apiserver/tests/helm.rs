@@ -1,7 +1,7 @@
 //! Helm 4 (the library inside the `helm-sdkpy` Python bindings) against the
 //! embedded API server: install a small chart of the kinds an operator chart
-//! uses (Deployment, ServiceAccount, Role, RoleBinding), list the release and
-//! uninstall it, leaving nothing behind (no object, no release Secret).
+//! uses (Deployment, ServiceAccount, Role, RoleBinding), upgrade it, list the
+//! release and uninstall it, leaving nothing behind (no object, no release Secret).
 //!
 //! The test builds its own venv under `<target>/helm-venv` (see
 //! `support::helm_venv`); under `CI=true` a missing python3 or pip fails it.
@@ -30,10 +30,15 @@ fn fixtures() -> std::path::PathBuf {
 
 /// Runs one Helm action through helm_release.py; returns its JSON result.
 fn helm(python: &Path, server: &TestServer, args: &[&str]) -> Value {
+    helm_in(python, server, NAMESPACE, args)
+}
+
+/// Runs one Helm action for the release namespace `namespace`.
+fn helm_in(python: &Path, server: &TestServer, namespace: &str, args: &[&str]) -> Value {
     let output = Command::new(python)
         .arg(fixtures().join("helm_release.py"))
         .arg(server.kubeconfig_path())
-        .arg(NAMESPACE)
+        .arg(namespace)
         .args(args)
         // Helm keeps caches and repository config under these; keep them out of $HOME.
         .env(
@@ -135,6 +140,33 @@ async fn helm_installs_lists_and_uninstalls_a_small_chart() {
         Some("deployed")
     );
 
+    // An upgrade patches the Deployment (a three-way strategic merge patch, as Helm
+    // does for built-in kinds) and stores revision 2 next to the superseded revision 1.
+    let upgraded = helm(
+        &python,
+        &server,
+        &["upgrade", RELEASE, chart.to_str().unwrap()],
+    );
+    assert_eq!(upgraded["version"], 2, "{upgraded}");
+    let deployment = deployments.get(RELEASE).await.expect("the Deployment");
+    assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(2));
+    let mut revisions: Vec<(String, String)> = release_secrets(&secrets)
+        .await
+        .into_iter()
+        .map(|s| {
+            let labels = s.metadata.labels.unwrap_or_default();
+            (labels["version"].clone(), labels["status"].clone())
+        })
+        .collect();
+    revisions.sort();
+    assert_eq!(
+        revisions,
+        [
+            ("1".to_owned(), "superseded".to_owned()),
+            ("2".to_owned(), "deployed".to_owned())
+        ]
+    );
+
     let listed = helm(&python, &server, &["list"]);
     let releases = listed
         .as_array()
@@ -142,6 +174,7 @@ async fn helm_installs_lists_and_uninstalls_a_small_chart() {
     assert_eq!(releases.len(), 1, "{listed}");
     assert_eq!(releases[0]["name"], RELEASE, "{listed}");
     assert_eq!(releases[0]["namespace"], NAMESPACE, "{listed}");
+    assert_eq!(releases[0]["version"], 2, "{listed}");
 
     helm(&python, &server, &["uninstall", RELEASE]);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -180,5 +213,51 @@ async fn helm_installs_lists_and_uninstalls_a_small_chart() {
     assert!(
         listed.is_null() || listed.as_array().is_some_and(Vec::is_empty),
         "no release left: {listed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_creates_the_release_namespace() {
+    let Some(python) = helm_python() else {
+        return;
+    };
+    let server = TestServer::start().await.expect("start server");
+    let client = server.client();
+    let chart = fixtures().join("smallchart");
+    // Helm creates the namespace with its typed (protobuf) Namespace client.
+    let installed = helm_in(
+        &python,
+        &server,
+        "apps",
+        &[
+            "install-create-namespace",
+            "in-apps",
+            chart.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(installed["namespace"], "apps", "{installed}");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = namespaces
+        .get("apps")
+        .await
+        .expect("the namespace Helm created");
+    assert_eq!(
+        namespace.status.and_then(|s| s.phase).as_deref(),
+        Some("Active")
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "apps");
+    deployments
+        .get("in-apps")
+        .await
+        .expect("the Deployment in the new namespace");
+    let secrets: Api<Secret> = Api::namespaced(client, "apps");
+    let stored = secrets
+        .list(&ListParams::default().labels("owner=helm,name=in-apps"))
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.items.len(),
+        1,
+        "the release Secret lives in the release namespace"
     );
 }
