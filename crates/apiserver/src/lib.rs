@@ -118,6 +118,8 @@ pub struct App {
     pub options: Options,
     /// Wakes the background controllers.
     pub kick: tokio::sync::Notify,
+    /// Cancelled when the server stops: watches end, connections close.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl App {
@@ -146,6 +148,7 @@ impl App {
             faults: Faults::default(),
             options,
             kick: tokio::sync::Notify::new(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
         });
         app.recover_crds();
         app.ensure_system_namespaces();
@@ -301,8 +304,12 @@ impl ApiServerBuilder {
         let router = axum::Router::new()
             .fallback(handlers::handle)
             .with_state(app.clone());
+        let stop = app.shutdown.clone();
         let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
+            // Graceful: in-flight requests finish; watches end on the same signal.
+            let serving =
+                axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned());
+            if let Err(e) = serving.await {
                 tracing::error!(error = %e, "api server stopped");
             }
         });
@@ -373,11 +380,21 @@ impl ApiServer {
     }
 }
 
-impl Drop for ApiServer {
-    fn drop(&mut self) {
-        for task in &self.tasks {
+impl ApiServer {
+    /// Stops serving: watches end, connections close after their current request, the
+    /// background controllers stop. Also done on drop.
+    pub fn stop(&self) {
+        self.app.shutdown.cancel();
+        // The controllers hold no connection: they can stop at once.
+        for task in self.tasks.iter().skip(1) {
             task.abort();
         }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -169,6 +169,7 @@ pub fn serve(
     let bookmarks = params.allow_bookmarks;
     let bookmark_every = app.options.bookmark_interval;
     let faults = app.faults.get();
+    let shutdown = app.shutdown.clone();
     tokio::spawn(async move {
         let watcher = watcher;
         let mut sent: u64 = 0;
@@ -238,6 +239,7 @@ pub fn serve(
                     Err(RecvError::Lagged(_) | RecvError::Closed) => return,
                 },
                 () = watcher.tx.closed() => return,
+                () = shutdown.cancelled() => return,
             }
         }
     });
