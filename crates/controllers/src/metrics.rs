@@ -20,7 +20,8 @@
 
 use std::time::{Duration, Instant};
 
-use api::ComputeContractPhase;
+use api::{ComputeContract, ComputeContractPhase};
+use kube::runtime::reflector::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -249,6 +250,30 @@ impl Metrics {
         }
     }
 
+    /// Sets the ComputeContract gauge from the contracts themselves (e.g. a cache's `state()`).
+    pub fn set_contract_phases_from<'a>(
+        &self,
+        contracts: impl IntoIterator<Item = &'a ComputeContract>,
+    ) {
+        self.set_contract_phases(
+            contracts
+                .into_iter()
+                .map(|contract| contract.status.as_ref().and_then(|status| status.phase)),
+        );
+    }
+
+    /// Refreshes the ComputeContract gauge from `contracts` (the shared cache) every `every`, forever.
+    ///
+    /// Run it next to the controllers (it only reads the cache) and drop it on shutdown.
+    pub async fn publish_contract_phases(self, contracts: Store<ComputeContract>, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.set_contract_phases_from(contracts.state().iter().map(AsRef::as_ref));
+        }
+    }
+
     /// Records one market round trip of `operation`.
     pub fn observe_market(&self, operation: &'static str, duration: Duration) {
         self.market_latency
@@ -443,6 +468,69 @@ mod tests {
             sample(&second, r#"socialweb_computecontracts{phase="Releasing"}"#),
             Some(1.0)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_phase_gauge_follows_the_cache() {
+        use kube::runtime::watcher::Event;
+
+        let (registry, metrics) = setup();
+        let (store, mut writer) = kube::runtime::reflector::store::<ComputeContract>();
+        let contract = |name: &str, phase: Option<ComputeContractPhase>| {
+            let mut contract: ComputeContract = serde_json::from_value(serde_json::json!({
+                "apiVersion": "socialweb.computer/v1alpha1",
+                "kind": "ComputeContract",
+                "metadata": {"name": name, "namespace": "socialweb-system"},
+                "spec": {
+                    "resources": {"cpus": 1, "memory": 1024, "disk": 10, "network": 1},
+                    "location": {"country": "DE"},
+                },
+            }))
+            .unwrap();
+            contract.status = phase.map(|phase| api::ComputeContractStatus {
+                phase: Some(phase),
+                ..Default::default()
+            });
+            contract
+        };
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(contract(
+            "a",
+            Some(ComputeContractPhase::Deployed),
+        )));
+        writer.apply_watcher_event(&Event::InitApply(contract("b", None)));
+        writer.apply_watcher_event(&Event::InitDone);
+        let publisher = tokio::spawn(
+            metrics
+                .clone()
+                .publish_contract_phases(store, Duration::from_secs(10)),
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let first = text(&registry);
+        assert_eq!(
+            sample(&first, r#"socialweb_computecontracts{phase="Deployed"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&first, r#"socialweb_computecontracts{phase="Unset"}"#),
+            Some(1.0)
+        );
+
+        writer.apply_watcher_event(&Event::Apply(contract(
+            "a",
+            Some(ComputeContractPhase::Releasing),
+        )));
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let later = text(&registry);
+        assert_eq!(
+            sample(&later, r#"socialweb_computecontracts{phase="Deployed"}"#),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&later, r#"socialweb_computecontracts{phase="Releasing"}"#),
+            Some(1.0)
+        );
+        publisher.abort();
     }
 
     #[test]
