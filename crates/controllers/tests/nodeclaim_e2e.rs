@@ -524,3 +524,50 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn claim_recreated_is_a_new_entry() {
+    let env = start().await;
+    let client = &env.client;
+    let (a, _) = two_claims_joined(&env).await;
+    let old_entry = entry_name(&a.uid().unwrap());
+    claims(client)
+        .delete("worker-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("old worker-a gone", || async {
+        claims(client)
+            .get_opt("worker-a")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let again = create_claim(client, "worker-a", "c1", 2).await;
+    let new_entry = entry_name(&again.uid().unwrap());
+    assert_ne!(new_entry, old_entry, "a recreated claim is a new entry");
+    eventually("new worker-a Joined", || async {
+        (phase_of(client, "worker-a").await == Some(NodeClaimPhase::Joined)).then_some(())
+    })
+    .await;
+    let status = claims(client)
+        .get("worker-a")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.infra.unwrap().contract, new_entry);
+    let old = contracts(client)
+        .list(&ListParams::default().labels(&format!("{CONTRACT_LABEL}={old_entry}")))
+        .await
+        .unwrap();
+    assert!(old.items.is_empty(), "the old contract is gone");
+    let old_name = api::names::compute_contract_name(&api::names::infra_name(NS, "c1"), &old_entry);
+    let released = env
+        .server
+        .history()
+        .iter()
+        .any(|e| e.name == old_name && e.object()["status"]["phase"] == json!("Released"));
+    assert!(released, "the old contract was released, never reused");
+}
