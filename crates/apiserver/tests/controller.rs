@@ -444,3 +444,45 @@ async fn reqwest_like(server: &TestServer, path: &str) -> serde_json::Value {
         .await
         .unwrap()
 }
+
+#[tokio::test]
+async fn leader_election_with_kube_lease_manager() {
+    use kube_lease_manager::LeaseManagerBuilder;
+    let server = TestServer::start().await.unwrap();
+    // Short leases: a waiting candidate sleeps until the holder's lease could expire.
+    let manager = |identity: &str| {
+        LeaseManagerBuilder::new(server.client(), "leader")
+            .with_identity(identity)
+            .with_duration(3)
+            .with_grace(1)
+            .build()
+    };
+    let a = manager("a").await.unwrap();
+    let b = manager("b").await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), a.changed())
+            .await
+            .unwrap()
+            .unwrap(),
+        "a leads"
+    );
+    // b does not take a live lease.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1000), b.changed())
+            .await
+            .is_err(),
+        "b must wait"
+    );
+    a.release().await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), b.changed())
+            .await
+            .unwrap()
+            .unwrap(),
+        "b leads after release"
+    );
+    let lease: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::default_namespaced(server.client());
+    let spec = lease.get("leader").await.unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+}
