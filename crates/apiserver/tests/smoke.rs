@@ -380,3 +380,42 @@ async fn crd_then_custom_resource_status_and_generation() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn every_served_version_reads_the_same_objects() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = TestServer::start().await.unwrap();
+    let mut crd: serde_json::Value = serde_json::from_str(CRD).unwrap();
+    let mut beta = crd["spec"]["versions"][0].clone();
+    beta["name"] = json!("v1beta1");
+    beta["storage"] = json!(false);
+    crd["spec"]["versions"].as_array_mut().unwrap().push(beta);
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .unwrap();
+    let api = |version: &str| {
+        let gvk = GroupVersionKind::gvk("example.com", version, "Widget");
+        Api::<DynamicObject>::namespaced_with(
+            server.client(),
+            "default",
+            &ApiResource::from_gvk_with_plural(&gvk, "widgets"),
+        )
+    };
+    let mut w = widget("multi", 3);
+    w.types.as_mut().unwrap().api_version = "example.com/v1beta1".into();
+    api("v1beta1")
+        .create(&PostParams::default(), &w)
+        .await
+        .unwrap();
+    let v1 = api("v1").get("multi").await.unwrap();
+    assert_eq!(v1.types.unwrap().api_version, "example.com/v1");
+    let listed = api("v1beta1").list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        listed.items[0].types.as_ref().unwrap().api_version,
+        "example.com/v1beta1"
+    );
+}

@@ -133,7 +133,13 @@ pub fn create(res: &Resource, mut object: Value, namespace: Option<&str>) -> Api
         return Err(ApiError::bad_request("the object must be a JSON object"));
     }
     check_type(res, &object)?;
-    object["apiVersion"] = Value::String(res.api_version());
+    // Custom resources are stored in the storage version (conversion `None` rewrites
+    // apiVersion on read), so every served version reads the same bytes.
+    object["apiVersion"] = Value::String(if res.custom {
+        format!("{}/{}", res.group, res.storage_version)
+    } else {
+        res.api_version()
+    });
     object["kind"] = Value::String(res.kind.clone());
     let meta = meta_mut(&mut object);
     if meta
