@@ -296,3 +296,30 @@ async fn server_side_apply_owns_fields_and_reports_conflicts() {
         "{again}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_of_the_examples_directory_creates_every_object_once() {
+    if !kubectl_required() {
+        return;
+    }
+    let server = TestServer::start().await.expect("start server");
+    install_project_crds(&server.client()).await;
+    // examples/README.md promises `kubectl apply -f examples/` works: files in name order,
+    // README.md skipped, each namespace before the objects in it.
+    let out = kubectl_ok(&server, &["apply", "-f", &path("examples/")]);
+    let mut created: Vec<&str> = out.lines().collect();
+    created.sort_unstable();
+    assert_eq!(
+        created,
+        [
+            "cluster.socialweb.computer/staging created",
+            "namespace/socialweb-system created",
+            "namespace/tenant-a created",
+            "nodeclaim.socialweb.computer/staging-big-1 created",
+            "nodeclaim.socialweb.computer/staging-worker-1 created",
+            "nodeclaim.socialweb.computer/staging-worker-2 created",
+            "requester.socialweb.computer/local created",
+        ],
+        "{out}"
+    );
+}
