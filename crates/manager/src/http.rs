@@ -55,6 +55,17 @@ impl Readiness {
         self.0.store(ready, Ordering::Release);
     }
 
+    /// Copies `ready` into this flag until its sender is gone (e.g. the controllers'
+    /// "caches synced" channel); the flag keeps the last value afterwards.
+    pub async fn follow(&self, mut ready: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            self.set(*ready.borrow_and_update());
+            if ready.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Whether `/readyz` answers 200.
     #[must_use]
     pub fn is_ready(&self) -> bool {

@@ -342,7 +342,7 @@ where
     metrics.set_leader(true);
     let mut task = tokio::spawn(controllers);
     let outcome = tokio::select! {
-        joined = &mut task => ended_on_their_own(joined, &shutdown),
+        joined = &mut task => ended_on_their_own(joined, &shutdown).await,
         () = shutdown.deadline_passed() => {
             abort(task).await;
             Ok(())
@@ -446,7 +446,7 @@ where
     // Keep renewing until the controllers end, even while shutting down.
     let term = tokio::select! {
         () = &mut lost => None,
-        joined = &mut task => Some(ended_on_their_own(joined, shutdown)),
+        joined = &mut task => Some(ended_on_their_own(joined, shutdown).await),
         () = shutdown.deadline_passed() => Some(Ok(())),
     };
     match term {
@@ -463,15 +463,25 @@ where
     }
 }
 
-fn ended_on_their_own(
+/// How long controllers that stopped cleanly may precede the shutdown signal: kube-runtime's
+/// `shutdown_on_signal` and [`Shutdown::listen_for_signals`] see the same SIGTERM in either order.
+const SIGNAL_RACE: Duration = Duration::from_secs(1);
+
+async fn ended_on_their_own(
     joined: Result<anyhow::Result<()>, tokio::task::JoinError>,
     shutdown: &Shutdown,
 ) -> Result<(), LeaderError> {
     match joined {
-        Ok(Ok(())) if shutdown.is_triggered() => Ok(()),
-        Ok(Ok(())) => Err(LeaderError::Controllers(anyhow::anyhow!(
-            "they returned without a shutdown"
-        ))),
+        Ok(Ok(())) => {
+            let signaled = tokio::time::timeout(SIGNAL_RACE, shutdown.signaled()).await;
+            if signaled.is_ok() {
+                Ok(())
+            } else {
+                Err(LeaderError::Controllers(anyhow::anyhow!(
+                    "they returned without a shutdown"
+                )))
+            }
+        }
         Ok(Err(error)) => Err(LeaderError::Controllers(error)),
         Err(error) => Err(LeaderError::Panicked(error.to_string())),
     }

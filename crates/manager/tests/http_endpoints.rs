@@ -76,6 +76,29 @@ async fn readyz_follows_the_readiness_flag() {
 }
 
 #[tokio::test]
+async fn readiness_can_follow_a_watch_channel() {
+    let readiness = Readiness::new();
+    let (synced, ready) = tokio::sync::watch::channel(false);
+    let following = tokio::spawn({
+        let readiness = readiness.clone();
+        async move { readiness.follow(ready).await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!readiness.is_ready());
+    synced.send(true).unwrap();
+    for _ in 0..100 {
+        if readiness.is_ready() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(readiness.is_ready());
+    drop(synced);
+    following.await.unwrap();
+    assert!(readiness.is_ready(), "keeps the last value");
+}
+
+#[tokio::test]
 async fn metrics_serves_openmetrics_text_that_moves_when_recorded() {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);

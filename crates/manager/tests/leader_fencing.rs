@@ -380,6 +380,37 @@ async fn controllers_failing_while_leading_is_an_error_and_frees_the_lease() {
 }
 
 #[tokio::test]
+async fn controllers_stopping_on_the_same_sigterm_just_before_the_shutdown_is_a_clean_exit() {
+    let world = World::new();
+    world.grant(ME);
+    let (_registry, metrics) = metrics();
+    let shutdown = Shutdown::new(Duration::from_secs(5));
+    let later = shutdown.clone();
+    let outcome = run_with_lock(
+        {
+            let world = Arc::clone(&world);
+            move || ready(Ok::<_, LeaderError>(world.connect()))
+        },
+        metrics,
+        move || {
+            let later = later.clone();
+            async move {
+                // kube-runtime's own signal handler stopped the controllers first.
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    later.trigger();
+                });
+                Ok(())
+            }
+        },
+        shutdown,
+    )
+    .await;
+    outcome.unwrap();
+    assert_eq!(world.releases.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
 async fn a_lease_that_cannot_be_reached_is_retried_not_fatal() {
     let world = World::new();
     world.grant(ME);
