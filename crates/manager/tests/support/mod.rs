@@ -1,0 +1,309 @@
+//! Shared fixtures of the manager's end-to-end tests: an embedded API server
+//! with the CRDs, a Requester on a shared local market with fast bidders, and
+//! the REAL manager wiring (`Controllers::start`) that a test can kill (drop
+//! its `done`) and start again on the same server and market.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+pub mod invariants;
+pub mod logs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{Cluster, ComputeContract, Infra, NodeClaim, NodeClaimPhase, Requester};
+use apiserver::testing::TestServer;
+use controllers::requester::{MarketClock, Markets};
+use controllers::{Clock, SystemClock, metrics::Metrics};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Resource as _, ResourceExt};
+use manager::wiring::{ControllerOptions, Controllers};
+use market::{LocalMarket, LocalMarketConfig};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+/// The tenant namespace most scenarios use.
+pub const NS: &str = "tenant-a";
+/// A second tenant.
+pub const OTHER_NS: &str = "tenant-b";
+/// Where Infras, ComputeContracts, join Secrets and the Requester live.
+pub const CONTRACT_NS: &str = "socialweb-system";
+/// The endpoint a ready Cluster reports.
+pub const URL: &str = "https://c1.tenant-a.example:6443";
+/// How long one step may take.
+pub const WAIT: Duration = Duration::from_secs(25);
+
+/// The CA a Cluster reports: unique per call so a leak is attributed to its test.
+pub fn ca_data(tag: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(format!(
+        "-----BEGIN CERTIFICATE-----\nSECRET-CA-{tag}-{}\n-----END CERTIFICATE-----\n",
+        uuid::Uuid::new_v4()
+    ))
+}
+
+/// The server, the shared market and the running manager.
+pub struct Env {
+    pub server: TestServer,
+    pub client: Client,
+    pub clock: Arc<dyn Clock>,
+    pub market: Arc<LocalMarket>,
+    manager: Option<JoinHandle<()>>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(manager) = self.manager.take() {
+            manager.abort();
+        }
+    }
+}
+
+impl Env {
+    /// A server with the CRDs and namespaces, the Requester `root`, and the manager running.
+    pub async fn start() -> Self {
+        logs::capture();
+        let server = TestServer::start().await.unwrap();
+        let client = server.client();
+        manager::dev::install_crds(&client).await.unwrap();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        for ns in [NS, OTHER_NS, CONTRACT_NS] {
+            let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+            namespaces.create(&PostParams::default(), &n).await.unwrap();
+        }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let market = Arc::new(
+            LocalMarket::new(
+                LocalMarketConfig {
+                    seed: 7,
+                    ..LocalMarketConfig::default()
+                },
+                Arc::new(MarketClock(Arc::clone(&clock))),
+            )
+            .unwrap(),
+        );
+        let mut env = Self {
+            server,
+            client,
+            clock,
+            market,
+            manager: None,
+        };
+        env.create_requester().await;
+        env.start_manager();
+        env
+    }
+
+    /// Starts the manager through the real wiring on this server and market.
+    pub fn start_manager(&mut self) {
+        assert!(self.manager.is_none(), "the manager is already running");
+        let running = Controllers {
+            client: self.client.clone(),
+            clock: Arc::clone(&self.clock),
+            markets: Arc::new(Markets::with_local_market(
+                Arc::clone(&self.clock),
+                Arc::clone(&self.market),
+            )),
+            metrics: Metrics::default(),
+            options: ControllerOptions::default(),
+        }
+        .start();
+        self.manager = Some(tokio::spawn(running.done));
+    }
+
+    /// Kills the manager: its `done` future is dropped mid-flight.
+    pub async fn kill_manager(&mut self) {
+        let manager = self.manager.take().expect("a running manager");
+        manager.abort();
+        let _ = manager.await;
+    }
+
+    async fn create_requester(&self) {
+        let requester: Requester = serde_json::from_value(json!({
+            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Requester",
+            "metadata": {"name": "root", "namespace": CONTRACT_NS},
+            "spec": {
+                "bidWindowSeconds": 1,
+                "maxInFlight": 20,
+                "market": {"local": {"seed": 7, "bidders": [
+                    {"did": "did:web:cheap.example", "cost": 90, "currency": "EUR",
+                     "capacity": 6, "bootDelayMillis": 100},
+                    {"did": "did:web:fast.example", "cost": 120, "currency": "EUR",
+                     "capacity": 6, "bootDelayMillis": 0},
+                    {"did": "did:web:slow.example", "cost": 150, "currency": "EUR",
+                     "capacity": 6, "bootDelayMillis": 200},
+                ]}},
+            },
+        }))
+        .unwrap();
+        self.requesters()
+            .create(&PostParams::default(), &requester)
+            .await
+            .unwrap();
+    }
+
+    pub fn requesters(&self) -> Api<Requester> {
+        Api::namespaced(self.client.clone(), CONTRACT_NS)
+    }
+    pub fn contracts(&self) -> Api<ComputeContract> {
+        Api::namespaced(self.client.clone(), CONTRACT_NS)
+    }
+    pub fn infras(&self) -> Api<Infra> {
+        Api::namespaced(self.client.clone(), CONTRACT_NS)
+    }
+    pub fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), CONTRACT_NS)
+    }
+    pub fn claims(&self, ns: &str) -> Api<NodeClaim> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+    pub fn clusters(&self, ns: &str) -> Api<Cluster> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// Creates a Cluster; with `ready`, reports it Ready with an endpoint and a CA.
+    pub async fn create_cluster(&self, ns: &str, name: &str, ready: bool) -> Cluster {
+        let cluster: Cluster = serde_json::from_value(json!({
+            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"account": "did:plc:tenant", "running": true},
+        }))
+        .unwrap();
+        let created = self
+            .clusters(ns)
+            .create(&PostParams::default(), &cluster)
+            .await
+            .unwrap();
+        if ready {
+            self.set_cluster_ready(ns, name).await;
+        }
+        created
+    }
+
+    pub async fn set_cluster_ready(&self, ns: &str, name: &str) {
+        self.clusters(ns)
+            .patch_status(
+                name,
+                &PatchParams::apply("test/cluster-runner").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": name},
+                    "status": {"phase": "Ready", "url": URL, "caData": ca_data(name)},
+                })),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The JSON of a claim of `cpus` CPUs on `cluster`, owned by `owner` when given.
+    pub fn claim_json(ns: &str, name: &str, cluster: &str, cpus: u32) -> serde_json::Value {
+        json!({
+            "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "clusterName": cluster,
+                "resources": {"cpus": cpus, "memory": 2048, "disk": 10, "network": 100},
+                "location": {"country": "DE"},
+            },
+        })
+    }
+
+    /// Creates a claim owned (controller ownerReference) by `owner` when given.
+    pub async fn create_claim(
+        &self,
+        ns: &str,
+        name: &str,
+        cluster: &str,
+        cpus: u32,
+        owner: Option<&Cluster>,
+    ) -> NodeClaim {
+        let mut claim: NodeClaim =
+            serde_json::from_value(Self::claim_json(ns, name, cluster, cpus)).unwrap();
+        if let Some(owner) = owner {
+            claim.metadata.owner_references = Some(vec![
+                owner
+                    .controller_owner_ref(&())
+                    .expect("a Cluster with a uid"),
+            ]);
+        }
+        self.claims(ns)
+            .create(&PostParams::default(), &claim)
+            .await
+            .unwrap()
+    }
+
+    pub async fn claim_phase(&self, ns: &str, name: &str) -> Option<NodeClaimPhase> {
+        self.claims(ns)
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()?
+            .status?
+            .phase
+    }
+
+    /// Waits until every named claim of `ns` is Joined.
+    pub async fn wait_joined(&self, ns: &str, names: &[&str]) {
+        for name in names {
+            eventually(&format!("{ns}/{name} Joined"), || async move {
+                (self.claim_phase(ns, name).await == Some(NodeClaimPhase::Joined)).then_some(())
+            })
+            .await;
+        }
+    }
+
+    /// A Cluster `c1` in [`NS`] with two claims, both Joined.
+    pub async fn two_joined(&self) -> (Cluster, NodeClaim, NodeClaim) {
+        let cluster = self.create_cluster(NS, "c1", true).await;
+        let a = self
+            .create_claim(NS, "worker-a", "c1", 2, Some(&cluster))
+            .await;
+        let b = self
+            .create_claim(NS, "worker-b", "c1", 4, Some(&cluster))
+            .await;
+        self.wait_joined(NS, &["worker-a", "worker-b"]).await;
+        (cluster, a, b)
+    }
+
+    /// Waits until `ns/name` of `api` is gone.
+    pub async fn wait_gone<K>(&self, api: &Api<K>, name: &str)
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        eventually(&format!("{name} gone"), || async move {
+            api.get_opt(name).await.unwrap().is_none().then_some(())
+        })
+        .await;
+    }
+
+    /// The ComputeContract of a claim's entry, if any.
+    pub async fn contract_of(&self, claim: &NodeClaim) -> Option<ComputeContract> {
+        let entry = api::names::entry_name(&claim.uid().unwrap());
+        self.contracts()
+            .list(
+                &kube::api::ListParams::default()
+                    .labels(&format!("{}={entry}", api::names::CONTRACT_LABEL)),
+            )
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .next()
+    }
+}
+
+/// Polls `check` until it returns `Some`, or fails the test with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
