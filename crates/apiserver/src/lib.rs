@@ -96,7 +96,9 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             bookmark_interval: Duration::from_secs(60),
-            event_window: 100_000,
+            // Each kept event keeps its object versions alive; resumes older than this
+            // get 410 and relist, as after a real server's watch-cache window.
+            event_window: 20_000,
             compact_every: 10_000,
             request_log_cap: 0,
             history_cap: 0,
