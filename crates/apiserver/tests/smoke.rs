@@ -419,3 +419,49 @@ async fn every_served_version_reads_the_same_objects() {
         "example.com/v1beta1"
     );
 }
+
+#[tokio::test]
+async fn crd_selectable_fields_filter_lists() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = TestServer::start().await.unwrap();
+    let mut crd: serde_json::Value = serde_json::from_str(CRD).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["colour"] =
+        json!({"type": "string"});
+    crd["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.colour"}]);
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .unwrap();
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(
+        server.client(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "widgets"),
+    );
+    for (name, colour) in [("red1", "red"), ("blue1", "blue"), ("red2", "red")] {
+        let mut w = widget(name, 1);
+        w.data["spec"]["colour"] = json!(colour);
+        widgets.create(&PostParams::default(), &w).await.unwrap();
+    }
+    let red = widgets
+        .list(&ListParams::default().fields("spec.colour=red"))
+        .await
+        .unwrap();
+    let names: Vec<String> = red
+        .items
+        .into_iter()
+        .filter_map(|w| w.metadata.name)
+        .collect();
+    assert_eq!(names, ["red1", "red2"]);
+    let err = widgets
+        .list(&ListParams::default().fields("spec.size=1"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400),
+        "{err:?}"
+    );
+}
