@@ -9,7 +9,7 @@ use controllers::infra::conditions::{
     READY, REASON_ALL_DEPLOYED, REASON_CONTRACT_FAILED, REASON_CONTRACTS_NOT_READY,
     REASON_RELEASED, REASON_RELEASING,
 };
-use controllers::infra::decide::unseen_contracts;
+use controllers::infra::decide::{DELETION_SETTLE, unseen_contracts};
 use controllers::infra::events::{InfraEvent, ReleaseCause};
 use infra_support::{INFRA, World, cc_name, infra, phase_of};
 
@@ -198,9 +198,16 @@ fn removed_entry_is_released_then_deleted_only_once_released() {
         }]
     );
 
-    // Marked for deletion but still in the cache: not deleted twice.
+    assert_eq!(
+        plan.requeue,
+        Some(DELETION_SETTLE),
+        "deletions do not wake the controller"
+    );
+
+    // Marked for deletion but still in the cache: not deleted twice, looked at again soon.
     let plan = world.reconcile();
     assert!(plan.delete.is_empty());
+    assert_eq!(plan.requeue, Some(DELETION_SETTLE));
     world.collect_all();
     world.reconcile();
     let status = world.infra.status.clone().unwrap();

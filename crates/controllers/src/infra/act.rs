@@ -33,7 +33,7 @@ pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan) -> Result<()> {
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let mut written = Written::default();
     let outcome = write(ctx, infra, &namespace, plan, &mut written).await;
-    publish_events(ctx, infra, plan, &written, outcome.is_ok()).await;
+    publish_events(ctx, infra, &namespace, plan, &written, outcome.is_ok()).await;
     outcome
 }
 
@@ -103,6 +103,7 @@ async fn write(
 async fn publish_events(
     ctx: &Context,
     infra: &Infra,
+    namespace: &str,
     plan: &InfraPlan,
     written: &Written,
     all_written: bool,
@@ -120,7 +121,11 @@ async fn publish_events(
         if !happened {
             continue;
         }
-        if let Err(error) = ctx.recorder.publish(&event.to_event(), &reference).await {
+        if let Err(error) = ctx
+            .recorder
+            .publish(&event.to_event(namespace), &reference)
+            .await
+        {
             // An Event is a courtesy to a person; losing one must not stop the reconcile.
             tracing::warn!(reason = event.reason(), %error, "could not publish Event");
         }

@@ -44,6 +44,11 @@ use super::events::{InfraEvent, ReleaseCause};
 /// changes wake the controller anyway (it owns them); this only covers a missed event.
 pub const IN_FLIGHT_RESYNC: Duration = Duration::from_secs(300);
 
+/// How soon to look again while a deleted contract may still be in the cache.
+/// kube-runtime's shared streams forward only applied objects, never deletions,
+/// so a contract going away does not wake the controller: it has to look.
+pub const DELETION_SETTLE: Duration = Duration::from_secs(1);
+
 /// A ComputeContract to delete, with the preconditions that pin the observed object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deletion {
@@ -239,6 +244,7 @@ pub fn decide_live(
             .iter()
             .any(|r| !is_ready(r) && r.phase != Some(ComputeContractPhase::Failed));
     plan.requeue = in_flight.then_some(IN_FLIGHT_RESYNC);
+    settle_deletions(&mut plan, &observed);
     plan.status = changed_status(infra, infra_phase, rows, ready_contracts, ready);
     plan
 }
@@ -304,6 +310,7 @@ pub fn decide_deleting(
     } else {
         plan.requeue = Some(IN_FLIGHT_RESYNC);
     }
+    settle_deletions(&mut plan, &observed);
     let infra_phase = if all_released {
         InfraPhase::Released
     } else {
@@ -332,6 +339,17 @@ pub fn unseen_contracts(infra: &Infra, contracts: &[Arc<ComputeContract>]) -> Ve
         .filter(|name| !observed.contains_key(name))
         .map(str::to_owned)
         .collect()
+}
+
+/// Looks again soon while a delete is sent or a deleted contract is still cached.
+fn settle_deletions(plan: &mut InfraPlan, observed: &BTreeMap<&str, &ComputeContract>) {
+    if !plan.delete.is_empty()
+        || observed
+            .values()
+            .any(|c| c.metadata.deletion_timestamp.is_some())
+    {
+        plan.requeue = Some(DELETION_SETTLE);
+    }
 }
 
 /// Releases `existing` if it is not yet released; deletes it once Released.

@@ -4,6 +4,9 @@
 //! An Event names contracts and phases only: never a Secret's content, a join
 //! token, a CA or a market error text (those stay on the ComputeContract).
 
+use api::ComputeContract;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
 use kube::runtime::events::{Event, EventType};
 
 /// Why a contract's release was requested.
@@ -63,9 +66,23 @@ impl InfraEvent {
         }
     }
 
-    /// The events.k8s.io/v1 Event to publish about the Infra.
+    /// The ComputeContract the event is about, if it is about one.
     #[must_use]
-    pub fn to_event(&self) -> Event {
+    pub fn contract(&self) -> Option<&str> {
+        match self {
+            Self::ContractCreated { contract }
+            | Self::ReleaseRequested { contract, .. }
+            | Self::ContractDeleted { contract }
+            | Self::ContractFailed { contract } => Some(contract),
+            Self::Deployed { .. } | Self::Finalized => None,
+        }
+    }
+
+    /// The events.k8s.io/v1 Event to publish about the Infra; a ComputeContract it
+    /// is about (in `namespace`) is its `related` object, which also keeps the
+    /// Recorder from folding events about different contracts into one series.
+    #[must_use]
+    pub fn to_event(&self, namespace: &str) -> Event {
         let (type_, action, note) = match self {
             Self::ContractCreated { contract } => (
                 EventType::Normal,
@@ -112,7 +129,13 @@ impl InfraEvent {
             reason: self.reason().to_owned(),
             note: Some(note),
             action: action.to_owned(),
-            secondary: None,
+            secondary: self.contract().map(|name| ObjectReference {
+                api_version: Some(ComputeContract::api_version(&()).into_owned()),
+                kind: Some(ComputeContract::kind(&()).into_owned()),
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..ObjectReference::default()
+            }),
         }
     }
 }

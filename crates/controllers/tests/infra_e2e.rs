@@ -1,0 +1,321 @@
+//! End to end on the embedded API server: the Infra controller with a tiny
+//! fake Requester walks an Infra through scale-up, scale-down and deletion;
+//! the order of writes is checked from the server's write history.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod infra_support;
+
+use std::time::Duration;
+
+use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASE_FINALIZER};
+use api::{ComputeContract, ComputeContractPhase as P, Infra, InfraPhase};
+use apiserver::testing::{HistoryEntry, TestServer};
+use controllers::infra::{self, Context};
+use controllers::{SharedCaches, SystemClock};
+use infra_support::{INFRA, NS, cc_name, spec_with};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use std::sync::Arc;
+
+const CONTRACTS: &str = "socialweb.computer/computecontracts";
+
+async fn install(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in api::crds() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut namespace = Namespace::default();
+    namespace.metadata.name = Some(NS.to_owned());
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+}
+
+/// A Requester that only walks status: Pending -> Deployed, and on release
+/// Releasing -> Released. It polls (test code); the controllers never list.
+async fn fake_requester(client: Client) {
+    let api: Api<ComputeContract> = Api::namespaced(client, NS);
+    let params = PatchParams::apply("socialweb/requester").force();
+    loop {
+        if let Ok(list) = api.list(&Default::default()).await {
+            for contract in list {
+                let phase = contract.status.as_ref().and_then(|s| s.phase);
+                let next = match (contract.spec.release, phase) {
+                    (false, None) => Some(P::Pending),
+                    (false, Some(P::Pending)) => Some(P::Deployed),
+                    (true, Some(P::Released)) | (false, _) => None,
+                    (true, Some(P::Releasing)) => Some(P::Released),
+                    (true, _) => Some(P::Releasing),
+                };
+                if let Some(next) = next {
+                    let patch = serde_json::json!({
+                        "apiVersion": "socialweb.computer/v1alpha1",
+                        "kind": "ComputeContract",
+                        "status": { "phase": next },
+                    });
+                    let _ = api
+                        .patch_status(&contract.name_any(), &params, &Patch::Apply(patch))
+                        .await;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..400 {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A ComputeContract's release flag and phase after a write.
+fn release_and_phase(entry: &HistoryEntry) -> (bool, Option<String>) {
+    let object = entry.object();
+    (
+        object["spec"]["release"].as_bool().unwrap_or(false),
+        object["status"]["phase"].as_str().map(str::to_owned),
+    )
+}
+
+/// The ComputeContract writes from `from` on, in the server's order.
+fn contract_writes(server: &TestServer, from: usize) -> Vec<HistoryEntry> {
+    server
+        .history()
+        .into_iter()
+        .skip(from)
+        .filter(|e| e.resource == CONTRACTS && e.namespace == NS)
+        .collect()
+}
+
+/// For each of `names`: its last state before the first contract delete in `writes`.
+fn states_before_first_delete(
+    writes: &[HistoryEntry],
+    names: &[String],
+) -> Vec<(bool, Option<String>)> {
+    let first_delete = writes
+        .iter()
+        .position(|e| e.change == apiserver::store::ChangeType::Deleted)
+        .expect("a contract was deleted");
+    names
+        .iter()
+        .map(|name| {
+            writes[..first_delete]
+                .iter()
+                .rev()
+                .find(|e| e.name == *name)
+                .map(release_and_phase)
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client();
+    install(&client).await;
+
+    let caches = SharedCaches::new(client.clone(), NS);
+    let ctx = Arc::new(Context::new(client.clone(), Arc::new(SystemClock), NS));
+    let controller = tokio::spawn(infra::controller(ctx, &caches));
+    let reflectors = tokio::spawn(caches.run());
+    let requester = tokio::spawn(fake_requester(client.clone()));
+    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
+    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
+    let deployed_with = |count: u32| {
+        let infras = infras.clone();
+        async move {
+            let infra = infras.get(INFRA).await.ok()?;
+            let status = infra.status.clone()?;
+            (status.phase == Some(InfraPhase::Deployed) && status.ready_contracts == count)
+                .then_some(infra)
+        }
+    };
+
+    // SCALE-UP: two entries -> two ComputeContracts, the Infra Deployed.
+    infras
+        .create(
+            &PostParams::default(),
+            &Infra::new(INFRA, spec_with(&["node-a", "node-b"])),
+        )
+        .await
+        .unwrap();
+    let deployed = eventually("the Infra to be Deployed", || deployed_with(2)).await;
+    assert!(
+        deployed
+            .finalizers()
+            .iter()
+            .any(|f| f == INFRA_RELEASE_FINALIZER)
+    );
+    for entry in ["node-a", "node-b"] {
+        let contract = contracts.get(&cc_name(entry)).await.unwrap();
+        assert_eq!(contract.labels()[INFRA_NAME_LABEL], INFRA);
+        assert_eq!(contract.labels()[CONTRACT_LABEL], entry);
+        let owner = &contract.owner_references()[0];
+        assert_eq!(owner.uid, deployed.uid().unwrap());
+        assert_eq!(
+            (owner.controller, owner.block_owner_deletion),
+            (Some(true), Some(true))
+        );
+        assert_eq!(
+            contract.spec,
+            api::compute_contract_spec_for(&deployed.spec, entry).unwrap()
+        );
+        let managers: Vec<_> = contract
+            .managed_fields()
+            .iter()
+            .filter_map(|m| m.manager.clone())
+            .collect();
+        assert!(
+            managers.iter().any(|m| m == api::names::INFRA_MANAGER),
+            "{managers:?}"
+        );
+    }
+
+    // Converged: no writes at all (no apply, no status, no Event) while nothing changes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let quiet_from = server.history().len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let noise: Vec<String> = server
+        .history()
+        .into_iter()
+        .skip(quiet_from)
+        .map(|e| format!("{:?} {} {}", e.change, e.resource, e.name))
+        .collect();
+    assert!(noise.is_empty(), "writes after convergence: {noise:?}");
+
+    // SCALE-DOWN: remove node-a -> released, then deleted; node-b untouched.
+    let untouched = contracts.get(&cc_name("node-b")).await.unwrap();
+    let scale_down_from = server.history().len();
+    infras
+        .patch(
+            INFRA,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": spec_with(&["node-b"]) })),
+        )
+        .await
+        .unwrap();
+    eventually("node-a's contract to be gone", || async {
+        contracts
+            .get_opt(&cc_name("node-a"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let after = contracts.get(&cc_name("node-b")).await.unwrap();
+    assert_eq!(
+        after.resource_version(),
+        untouched.resource_version(),
+        "node-b was written"
+    );
+    let writes = contract_writes(&server, scale_down_from);
+    assert_eq!(
+        states_before_first_delete(&writes, &[cc_name("node-a")]),
+        vec![(true, Some("Released".to_owned()))]
+    );
+    eventually("the Infra to count one contract", || async {
+        let infra = infras.get(INFRA).await.ok()?;
+        (infra.status?.contract_count == 1).then_some(())
+    })
+    .await;
+
+    // Scale up again so the deletion has several contracts to order.
+    infras
+        .patch(
+            INFRA,
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({ "spec": spec_with(&["node-b", "node-c", "node-d"]) }),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("three contracts Deployed", || deployed_with(3)).await;
+
+    // DELETE: every contract Released before the first is deleted, then all gone.
+    let delete_from = server.history().len();
+    infras
+        .delete(INFRA, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Infra to be gone", || async {
+        infras.get_opt(INFRA).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        contracts
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let writes = contract_writes(&server, delete_from);
+    let names: Vec<String> = ["node-b", "node-c", "node-d"]
+        .iter()
+        .map(|e| cc_name(e))
+        .collect();
+    assert_eq!(
+        states_before_first_delete(&writes, &names),
+        vec![(true, Some("Released".to_owned())); 3],
+        "a contract was deleted before all were Released"
+    );
+    for name in &names {
+        assert!(
+            writes
+                .iter()
+                .any(|e| e.name == *name && e.change == apiserver::store::ChangeType::Deleted),
+            "{name} was not deleted"
+        );
+    }
+
+    // Events: one per transition and per contract, about the Infra, with the contract related.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let events = events.list(&Default::default()).await.unwrap().items;
+    let about = |reason: &str| -> Vec<String> {
+        let mut names: Vec<String> = events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .filter_map(|e| e.related.as_ref()?.name.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    let all: Vec<String> = ["node-a", "node-b", "node-c", "node-d"]
+        .iter()
+        .map(|e| cc_name(e))
+        .collect();
+    assert_eq!(about("ContractCreated"), all);
+    assert_eq!(about("ReleaseRequested"), all);
+    assert_eq!(about("ContractDeleted"), all);
+    for reason in ["Deployed", "Finalized"] {
+        assert!(
+            events.iter().any(|e| e.reason.as_deref() == Some(reason)),
+            "no {reason} Event"
+        );
+    }
+    for event in &events {
+        let note = event.note.clone().unwrap_or_default();
+        assert!(!note.contains("join-"), "an Event names a Secret: {note}");
+        assert_eq!(event.reporting_controller.as_deref(), Some(infra::REPORTER));
+    }
+
+    controller.abort();
+    reflectors.abort();
+    requester.abort();
+}
