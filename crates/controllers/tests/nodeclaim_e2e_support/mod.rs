@@ -1,0 +1,281 @@
+//! The embedded API server with the manager's three controllers, and the
+//! helpers the NodeClaim end-to-end tests share.
+// Each test crate uses a different part of this module.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{
+    Cluster, ClusterSpec, ComputeContract, LocalBidder, Location, NodeClaim, NodeClaimPhase,
+    NodeClaimSpec, Requester, RequesterSpec, Resources,
+};
+use apiserver::testing::TestServer;
+use controllers::requester::{self, MarketClock, Markets, Timing};
+use controllers::{Clock, SharedCaches, SystemClock, infra, nodeclaim};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use market::{LocalMarket, LocalMarketConfig};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+pub const NS: &str = "tenant-a";
+pub const CONTRACT_NS: &str = "socialweb-system";
+pub const URL: &str = "https://c1.tenant-a.example:6443";
+pub const CA: &str = "Q0EtU0VDUkVULUUyRQ==";
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub struct Env {
+    pub server: TestServer,
+    pub client: Client,
+    clock: Arc<dyn Clock>,
+    /// Shared across restarts of the controllers, as a real market outlives the manager.
+    market: Arc<LocalMarket>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Env {
+    /// Starts the manager's three controllers over fresh shared caches.
+    pub fn start_manager(&mut self) {
+        let client = &self.client;
+        let clock = &self.clock;
+        let markets = Arc::new(Markets::with_local_market(
+            Arc::clone(clock),
+            Arc::clone(&self.market),
+        ));
+        let mut requester_ctx =
+            requester::Context::new(client.clone(), Arc::clone(clock), markets, CONTRACT_NS);
+        requester_ctx.timing = fast_timing();
+        let caches = SharedCaches::new(client.clone(), CONTRACT_NS);
+        let infra_ctx = Arc::new(infra::Context::new(
+            client.clone(),
+            Arc::clone(clock),
+            CONTRACT_NS,
+        ));
+        let claim_ctx = Arc::new(nodeclaim::Context::new(
+            client.clone(),
+            Arc::clone(clock),
+            CONTRACT_NS,
+        ));
+        let infra_run = infra::controller(infra_ctx, &caches);
+        let claim_run = nodeclaim::controller(claim_ctx, &caches);
+        let requester_run = requester::controller(Arc::new(requester_ctx), &caches);
+        self.tasks.extend([
+            tokio::spawn(caches.run()),
+            tokio::spawn(infra_run),
+            tokio::spawn(claim_run),
+            tokio::spawn(requester_run),
+        ]);
+    }
+
+    /// Kills the manager at whatever instant it is at.
+    pub fn kill_manager(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+pub async fn start() -> Env {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let server = TestServer::start().await.unwrap();
+    let client = server.client();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in [NS, CONTRACT_NS] {
+        let mut n = Namespace::default();
+        n.metadata.name = Some(ns.into());
+        namespaces.create(&PostParams::default(), &n).await.unwrap();
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in api::crds() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let market = Arc::new(
+        LocalMarket::new(
+            LocalMarketConfig {
+                seed: 7,
+                ..LocalMarketConfig::default()
+            },
+            Arc::new(MarketClock(Arc::clone(&clock))),
+        )
+        .unwrap(),
+    );
+    create_requester(&client).await;
+    let mut env = Env {
+        server,
+        client,
+        clock,
+        market,
+        tasks: Vec::new(),
+    };
+    env.start_manager();
+    env
+}
+
+/// The root Requester of the contract namespace: two local bidders, a 1 s bid window.
+pub async fn create_requester(client: &Client) {
+    let bidder = |did: &str, cost: u64| LocalBidder {
+        did: did.to_owned(),
+        cost,
+        currency: "EUR".to_owned(),
+        capacity: 8,
+        boot_delay_millis: 50,
+        failure_rate: 0,
+    };
+    let mut requester = Requester::new(
+        "root",
+        RequesterSpec {
+            market: api::Market {
+                local: Some(api::requester::LocalMarket {
+                    seed: 7,
+                    bidders: vec![
+                        bidder("did:web:cheap.example", 3),
+                        bidder("did:web:dear.example", 9),
+                    ],
+                    state_dir: None,
+                }),
+            },
+            bid_window_seconds: 1,
+            max_in_flight: 10,
+        },
+    );
+    requester.metadata.namespace = Some(CONTRACT_NS.to_owned());
+    Api::<Requester>::namespaced(client.clone(), CONTRACT_NS)
+        .create(&PostParams::default(), &requester)
+        .await
+        .unwrap();
+}
+
+/// The Requester's polls, shortened so a scenario takes seconds.
+pub fn fast_timing() -> Timing {
+    Timing {
+        retry_base: Duration::from_secs(1),
+        retry_max: Duration::from_secs(2),
+        boot_poll: Duration::from_millis(200),
+        register_poll: Duration::from_millis(200),
+        guest_poll: Duration::from_secs(5),
+        release_poll: Duration::from_millis(200),
+        slot_wait: Duration::from_millis(500),
+        release_failed_after: 5,
+    }
+}
+
+/// Polls `check` until it returns `Some`, or fails the test with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn create_cluster(client: &Client, name: &str, with_url: bool) -> Cluster {
+    let api: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let mut c = Cluster::new(
+        name,
+        ClusterSpec {
+            account: "did:plc:tenant".into(),
+            running: true,
+        },
+    );
+    c.metadata.namespace = Some(NS.into());
+    let created = api.create(&PostParams::default(), &c).await.unwrap();
+    if with_url {
+        set_cluster_url(client, name).await;
+    }
+    created
+}
+
+pub async fn set_cluster_url(client: &Client, name: &str) {
+    let api: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    api.patch_status(
+        name,
+        &PatchParams::apply("demo").force(),
+        &Patch::Apply(json!({
+            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name},
+            "status": {"phase": "Ready", "url": URL, "caData": CA},
+        })),
+    )
+    .await
+    .unwrap();
+}
+
+pub async fn create_claim(client: &Client, name: &str, cluster: &str, cpus: u32) -> NodeClaim {
+    let api: Api<NodeClaim> = Api::namespaced(client.clone(), NS);
+    let mut c = NodeClaim::new(
+        name,
+        NodeClaimSpec {
+            cluster_name: cluster.into(),
+            resources: Resources {
+                cpus,
+                memory: 2048,
+                disk: 10,
+                network: 100,
+            },
+            location: Location {
+                country: "DE".into(),
+                region: None,
+            },
+            owner_did: None,
+            adopt: None,
+            join_grace_seconds: 900,
+            loss_grace_seconds: 300,
+        },
+    );
+    c.metadata.namespace = Some(NS.into());
+    api.create(&PostParams::default(), &c).await.unwrap()
+}
+
+pub fn claims(client: &Client) -> Api<NodeClaim> {
+    Api::namespaced(client.clone(), NS)
+}
+
+pub fn contracts(client: &Client) -> Api<ComputeContract> {
+    Api::namespaced(client.clone(), CONTRACT_NS)
+}
+
+pub async fn phase_of(client: &Client, claim: &str) -> Option<NodeClaimPhase> {
+    claims(client)
+        .get_opt(claim)
+        .await
+        .ok()
+        .flatten()?
+        .status?
+        .phase
+}
+
+pub async fn two_claims_joined(env: &Env) -> (NodeClaim, NodeClaim) {
+    let client = &env.client;
+    create_cluster(client, "c1", true).await;
+    let a = create_claim(client, "worker-a", "c1", 2).await;
+    let b = create_claim(client, "worker-b", "c1", 4).await;
+    for name in ["worker-a", "worker-b"] {
+        eventually(&format!("{name} Joined"), || async move {
+            (phase_of(client, name).await == Some(NodeClaimPhase::Joined)).then_some(())
+        })
+        .await;
+    }
+    (a, b)
+}
