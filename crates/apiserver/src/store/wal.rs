@@ -139,16 +139,23 @@ impl Wal {
 
     /// Queues a change; the receiver resolves once it is fsynced.
     pub fn append(&self, change: &Change) -> Option<oneshot::Receiver<()>> {
-        let record = match change.change {
-            ChangeType::Deleted => json!({
+        // Called under the store lock: splice the stored bytes rather than re-parse them.
+        let payload = match change.change {
+            ChangeType::Deleted => serde_json::to_vec(&json!({
                 "op": "del", "rv": change.rv, "r": &*change.storage,
                 "ns": change.object.namespace, "n": change.object.name,
-            }),
+            }))
+            .ok()?,
             _ => {
-                json!({"op": "put", "rv": change.rv, "r": &*change.storage, "o": change.object.value()})
+                let head = json!({"op": "put", "rv": change.rv, "r": &*change.storage}).to_string();
+                let mut bytes = Vec::with_capacity(head.len() + change.object.json.len() + 8);
+                bytes.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+                bytes.extend_from_slice(b",\"o\":");
+                bytes.extend_from_slice(&change.object.json);
+                bytes.push(b'}');
+                bytes
             }
         };
-        let payload = serde_json::to_vec(&record).ok()?;
         let mut framed = Vec::with_capacity(payload.len() + 8);
         framed.extend_from_slice(
             &u32::try_from(payload.len())
