@@ -351,6 +351,7 @@ pub async fn update(
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum PatchKind {
     Merge,
+    Strategic,
     Json,
     Apply,
 }
@@ -372,9 +373,9 @@ pub async fn patch(
     let kind = match content_type.as_str() {
         "application/merge-patch+json" => PatchKind::Merge,
         "application/json-patch+json" => PatchKind::Json,
-        // Built-in kinds: strategic merge is served as a JSON merge patch (lists are replaced,
-        // not merged by key). Custom resources refuse it, as the real server does.
-        "application/strategic-merge-patch+json" if !res.custom => PatchKind::Merge,
+        // Built-in kinds only (semantics::strategic); custom resources refuse it, as the
+        // real server does.
+        "application/strategic-merge-patch+json" if !res.custom => PatchKind::Strategic,
         "application/apply-patch+yaml" | "application/apply-patch+json" => PatchKind::Apply,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
@@ -404,7 +405,7 @@ pub async fn patch(
         if !patch["metadata"]["managedFields"].is_null() {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
-    } else if kind == PatchKind::Merge {
+    } else if matches!(kind, PatchKind::Merge | PatchKind::Strategic) {
         check_merge_patch(&patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     let key = key_of(path, name);
@@ -437,6 +438,11 @@ pub async fn patch(
             PatchKind::Merge => {
                 let mut v = old.clone();
                 merge_patch(&mut v, &patch);
+                v
+            }
+            PatchKind::Strategic => {
+                let mut v = old.clone();
+                crate::semantics::strategic::merge(&mut v, &patch);
                 v
             }
             PatchKind::Json => {

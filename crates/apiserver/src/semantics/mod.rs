@@ -6,3 +6,4 @@ pub mod events;
 pub mod gc;
 pub mod meta;
 pub mod prepare;
+pub mod strategic;
