@@ -398,3 +398,71 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
     assert_eq!(env.market.running_guests(), 1);
     assert_all(env).await;
 }
+
+/// The user's view: `kubectl get infra -A -l infra.socialweb.computer/cluster=<name>`
+/// lists exactly that Cluster's Infra, with every printer column filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_finds_a_clusters_infra_by_label() {
+    let kubectl = std::path::Path::new("/usr/bin/kubectl");
+    if !kubectl.exists() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "kubectl is missing at /usr/bin/kubectl and CI=true"
+        );
+        eprintln!("skipped: no kubectl at /usr/bin/kubectl");
+        return;
+    }
+    let env = Env::start().await;
+    let (c1, _, _) = env.two_joined().await;
+    let other = env.create_cluster(NS, "c2", true).await;
+    env.create_claim(NS, "other-node", "c2", 2, Some(&other))
+        .await;
+    env.wait_joined(NS, &["other-node"]).await;
+    let infra = infra_name(NS, &c1.name_any());
+    eventually("the Infra reports 2 ready contracts", || async {
+        let status = env.infras().get(&infra).await.ok()?.status?;
+        (status.ready_contracts == 2).then_some(())
+    })
+    .await;
+
+    let cache = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(env.server.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(["get", "infra", "-A", "-l", &format!("{CLUSTER_LABEL}=c1")])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "kubectl failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "NAMESPACE",
+            "NAME",
+            "CLUSTER",
+            "PHASE",
+            "CONTRACTS",
+            "READY",
+            "AGE"
+        ],
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 2, "exactly one Infra:\n{stdout}");
+    assert_eq!(
+        lines[1][..6],
+        [CONTRACT_NS, infra.as_str(), "c1", "Deployed", "2", "2"],
+        "{stdout}"
+    );
+    assert!(!lines[1][6].contains("none"), "{stdout}");
+}
