@@ -8,78 +8,15 @@ mod infra_support;
 use std::time::Duration;
 
 use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASE_FINALIZER};
-use api::{ComputeContract, ComputeContractPhase as P, Infra, InfraPhase};
+use api::{ComputeContract, Infra, InfraPhase};
 use apiserver::testing::{HistoryEntry, TestServer};
 use controllers::infra::{self, Context};
 use controllers::{SharedCaches, SystemClock};
+use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
 use infra_support::{INFRA, NS, cc_name, spec_with};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use std::sync::Arc;
-
-const CONTRACTS: &str = "socialweb.computer/computecontracts";
-
-async fn install(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in api::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut namespace = Namespace::default();
-    namespace.metadata.name = Some(NS.to_owned());
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
-}
-
-/// A Requester that only walks status: Pending -> Deployed, and on release
-/// Releasing -> Released. It polls (test code); the controllers never list.
-async fn fake_requester(client: Client) {
-    let api: Api<ComputeContract> = Api::namespaced(client, NS);
-    let params = PatchParams::apply("socialweb/requester").force();
-    loop {
-        if let Ok(list) = api.list(&Default::default()).await {
-            for contract in list {
-                let phase = contract.status.as_ref().and_then(|s| s.phase);
-                let next = match (contract.spec.release, phase) {
-                    (false, None) => Some(P::Pending),
-                    (false, Some(P::Pending)) => Some(P::Deployed),
-                    (true, Some(P::Released)) | (false, _) => None,
-                    (true, Some(P::Releasing)) => Some(P::Released),
-                    (true, _) => Some(P::Releasing),
-                };
-                if let Some(next) = next {
-                    let patch = serde_json::json!({
-                        "apiVersion": "socialweb.computer/v1alpha1",
-                        "kind": "ComputeContract",
-                        "status": { "phase": next },
-                    });
-                    let _ = api
-                        .patch_status(&contract.name_any(), &params, &Patch::Apply(patch))
-                        .await;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..400 {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
 
 /// A ComputeContract's release flag and phase after a write.
 fn release_and_phase(entry: &HistoryEntry) -> (bool, Option<String>) {
@@ -132,7 +69,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
     let ctx = Arc::new(Context::new(client.clone(), Arc::new(SystemClock), NS));
     let controller = tokio::spawn(infra::controller(ctx, &caches));
     let reflectors = tokio::spawn(caches.run());
-    let requester = tokio::spawn(fake_requester(client.clone()));
+    let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));
     let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
     let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
     let deployed_with = |count: u32| {

@@ -2,6 +2,8 @@
 //! world that enacts plans and plays the Requester.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod e2e;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -1,0 +1,189 @@
+//! RESTART for the Infra controller on the embedded API server: the manager is
+//! killed while releases are in flight (an entry removed, then the Infra
+//! deleted) and a fresh one (new caches, no memory) takes over. No contract is
+//! duplicated, none is deleted before it is Released, and the deletion finishes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod infra_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use api::{ComputeContract, Infra, InfraPhase};
+use apiserver::store::ChangeType;
+use apiserver::testing::TestServer;
+use controllers::infra::{self, Context};
+use controllers::{SharedCaches, SystemClock};
+use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
+use infra_support::{INFRA, NS, cc_name, spec_with};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use tokio::task::JoinHandle;
+
+/// One manager: its caches and the Infra controller.
+fn start_manager(client: &Client) -> (JoinHandle<()>, JoinHandle<()>) {
+    let caches = SharedCaches::new(client.clone(), NS);
+    let ctx = Arc::new(Context::new(client.clone(), Arc::new(SystemClock), NS));
+    let controller = tokio::spawn(infra::controller(ctx, &caches));
+    let reflectors = tokio::spawn(caches.run());
+    (controller, reflectors)
+}
+
+fn kill((controller, reflectors): (JoinHandle<()>, JoinHandle<()>)) {
+    controller.abort();
+    reflectors.abort();
+}
+
+/// Every ComputeContract's phase, read from the API server.
+async fn phases(
+    contracts: &Api<ComputeContract>,
+) -> Vec<(String, bool, Option<api::ComputeContractPhase>)> {
+    contracts
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            (
+                c.metadata.name.clone().unwrap_or_default(),
+                c.spec.release,
+                c.status.and_then(|s| s.phase),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client();
+    install(&client).await;
+    let hold_releases = Arc::new(AtomicBool::new(false));
+    let requester = tokio::spawn(fake_requester(client.clone(), hold_releases.clone()));
+    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
+    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
+
+    let first = start_manager(&client);
+    infras
+        .create(
+            &PostParams::default(),
+            &Infra::new(INFRA, spec_with(&["node-a", "node-b", "node-c"])),
+        )
+        .await
+        .unwrap();
+    eventually("the Infra to be Deployed", || async {
+        let status = infras.get(INFRA).await.ok()?.status?;
+        (status.phase == Some(InfraPhase::Deployed) && status.ready_contracts == 3).then_some(())
+    })
+    .await;
+
+    // Releases now stay at Releasing: remove an entry, then delete the Infra.
+    hold_releases.store(true, Ordering::SeqCst);
+    infras
+        .patch(
+            INFRA,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": spec_with(&["node-b", "node-c"]) })),
+        )
+        .await
+        .unwrap();
+    eventually("node-a to be Releasing", || async {
+        let all = phases(&contracts).await;
+        all.iter()
+            .any(|(n, release, p)| {
+                *n == cc_name("node-a")
+                    && *release
+                    && *p == Some(api::ComputeContractPhase::Releasing)
+            })
+            .then_some(())
+    })
+    .await;
+    infras
+        .delete(INFRA, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("every contract to be Releasing", || async {
+        let all = phases(&contracts).await;
+        (all.len() == 3
+            && all.iter().all(|(_, release, p)| {
+                *release && *p == Some(api::ComputeContractPhase::Releasing)
+            }))
+        .then_some(())
+    })
+    .await;
+
+    // Kill the manager mid-release; a new one starts with empty caches.
+    kill(first);
+    let restart_from = server.history().len();
+    let second = start_manager(&client);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_restart: Vec<_> = server
+        .history()
+        .into_iter()
+        .skip(restart_from)
+        .filter(|e| e.resource == CONTRACTS)
+        .map(|e| format!("{:?} {}", e.change, e.name))
+        .collect();
+    assert!(
+        after_restart.is_empty(),
+        "the restarted manager wrote contracts while releases were in flight: {after_restart:?}"
+    );
+    assert!(
+        infras.get_opt(INFRA).await.unwrap().is_some(),
+        "the finalizer went early"
+    );
+
+    // The market confirms: everything is deleted, then the Infra goes.
+    hold_releases.store(false, Ordering::SeqCst);
+    eventually("the Infra to be gone", || async {
+        infras.get_opt(INFRA).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        contracts
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    let history: Vec<_> = server
+        .history()
+        .into_iter()
+        .filter(|e| e.resource == CONTRACTS)
+        .collect();
+    let created = history
+        .iter()
+        .filter(|e| e.change == ChangeType::Added)
+        .count();
+    assert_eq!(created, 3, "a contract was created twice");
+    for entry in history.iter().filter(|e| e.change == ChangeType::Deleted) {
+        // The DELETED write carries the object's last state.
+        let object = entry.object();
+        assert_eq!(
+            object["status"]["phase"], "Released",
+            "{} deleted unreleased",
+            entry.name
+        );
+        assert_eq!(object["spec"]["release"], true);
+    }
+    // node-b and node-c (the Infra's own deletion) went only once both were Released.
+    let first_infra_delete = history
+        .iter()
+        .position(|e| e.change == ChangeType::Deleted && e.name != cc_name("node-a"))
+        .unwrap();
+    for entry in ["node-b", "node-c"] {
+        let last = history[..first_infra_delete]
+            .iter()
+            .rev()
+            .find(|e| e.name == cc_name(entry))
+            .unwrap()
+            .object();
+        assert_eq!(last["status"]["phase"], "Released", "{entry}");
+    }
+
+    kill(second);
+    requester.abort();
+}

@@ -1,0 +1,78 @@
+//! Helpers for the Infra end-to-end tests on the embedded API server.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use api::{ComputeContract, ComputeContractPhase as P};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+
+use super::NS;
+
+pub const CONTRACTS: &str = "socialweb.computer/computecontracts";
+
+pub async fn install(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in api::crds() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut namespace = Namespace::default();
+    namespace.metadata.name = Some(NS.to_owned());
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+}
+
+/// A Requester that only walks status: Pending -> Deployed, and on release
+/// Releasing -> Released (held at Releasing while `hold` is set). It polls
+/// (test code); the controllers never list.
+pub async fn fake_requester(client: Client, hold: Arc<AtomicBool>) {
+    let api: Api<ComputeContract> = Api::namespaced(client, NS);
+    let params = PatchParams::apply("socialweb/requester").force();
+    loop {
+        if let Ok(list) = api.list(&Default::default()).await {
+            for contract in list {
+                let phase = contract.status.as_ref().and_then(|s| s.phase);
+                let next = match (contract.spec.release, phase) {
+                    (false, None) => Some(P::Pending),
+                    (false, Some(P::Pending)) => Some(P::Deployed),
+                    (true, Some(P::Released)) | (false, _) => None,
+                    (true, Some(P::Releasing)) if hold.load(Ordering::SeqCst) => None,
+                    (true, Some(P::Releasing)) => Some(P::Released),
+                    (true, _) => Some(P::Releasing),
+                };
+                if let Some(next) = next {
+                    let patch = serde_json::json!({
+                        "apiVersion": "socialweb.computer/v1alpha1",
+                        "kind": "ComputeContract",
+                        "status": { "phase": next },
+                    });
+                    let _ = api
+                        .patch_status(&contract.name_any(), &params, &Patch::Apply(patch))
+                        .await;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..400 {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
