@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::Context;
 use super::compose::ClusterKey;
-use super::conditions::READY;
+use super::conditions::{DEPLOYED, JOINED, READY, reason};
 use super::decide::{ClaimStatusChange, FinalizerChange, InfraAction, Plan};
 use super::secrets::new_token;
 use crate::{Error, Result};
@@ -199,14 +199,26 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
         let since = (ctx.clock.now() - super::graces::from_time(created))
             .to_std()
             .unwrap_or_default();
-        let reached = |p: NodeClaimPhase| phase == Some(p) && change.previous_phase != Some(p);
-        if reached(NodeClaimPhase::Deployed)
-            || (reached(NodeClaimPhase::Joined)
-                && change.previous_phase != Some(NodeClaimPhase::Deployed))
-        {
+        // Once per claim: a guest that was lost and came back is not counted again.
+        let had = |type_: &str, reasons: &[&str]| {
+            claim.status.as_ref().is_some_and(|s| {
+                api::find_condition(&s.conditions, type_)
+                    .is_some_and(|c| reasons.contains(&c.reason.as_str()))
+            })
+        };
+        let deployed_before = had(
+            DEPLOYED,
+            &[reason::GUEST_RUNNING, reason::GUEST_UNREACHABLE],
+        );
+        let joined_before = had(JOINED, &[reason::NODE_JOINED, reason::NODE_LOST]);
+        let running = matches!(
+            phase,
+            Some(NodeClaimPhase::Deployed | NodeClaimPhase::Joined)
+        );
+        if running && !deployed_before {
             metrics.observe_nodeclaim_deployed(since);
         }
-        if reached(NodeClaimPhase::Joined) {
+        if phase == Some(NodeClaimPhase::Joined) && !joined_before {
             metrics.observe_nodeclaim_joined(since);
         }
     }

@@ -362,3 +362,109 @@ async fn log_result<K, E: std::fmt::Debug>(result: std::result::Result<K, E>) {
         tracing::debug!(?error, "controller event");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use api::{ClusterKind, ClusterRef, InfraSpec};
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+
+    fn key(ns: &str, name: &str) -> ClusterKey {
+        ClusterKey {
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    fn infra(labelled: bool) -> Infra {
+        let k = key("tenant-a", "c1");
+        let mut infra = compose::infra_object(&k, "socialweb-system", &[]);
+        if !labelled {
+            infra.metadata.labels = None;
+            infra.spec = InfraSpec {
+                description: String::new(),
+                contracts: Vec::new(),
+                secrets: Vec::new(),
+                record: None,
+                cluster_ref: Some(ClusterRef {
+                    namespace: "tenant-a".into(),
+                    name: "c1".into(),
+                    kind: ClusterKind::Cluster,
+                }),
+                nodes: Vec::new(),
+            };
+        }
+        infra
+    }
+
+    #[test]
+    fn an_infra_maps_to_its_cluster_by_labels_or_cluster_ref() {
+        assert_eq!(infra_cluster_key(&infra(true)), Some(key("tenant-a", "c1")));
+        assert_eq!(
+            infra_cluster_key(&infra(false)),
+            Some(key("tenant-a", "c1"))
+        );
+        let mut stray = infra(false);
+        stray.spec.cluster_ref = None;
+        assert_eq!(infra_cluster_key(&stray), None);
+    }
+
+    #[test]
+    fn a_contract_maps_through_its_infra_and_a_secret_by_its_own_labels() {
+        let mut writer: Writer<Infra> = Writer::default();
+        let store = writer.as_reader();
+        let the_infra = infra(true);
+        writer.apply_watcher_event(&watcher::Event::Apply(the_infra.clone()));
+        let mut contract = api::ComputeContract::new(
+            "x",
+            api::compute_contract_spec(
+                &api::ContractEntry {
+                    name: "node-1".into(),
+                    resources: api::Resources {
+                        cpus: 1,
+                        memory: 1,
+                        disk: 1,
+                        network: 1,
+                    },
+                    location: api::Location {
+                        country: "DE".into(),
+                        region: None,
+                    },
+                    role: api::Role::Worker,
+                },
+                None,
+                None,
+            ),
+        );
+        contract.metadata.labels = Some(
+            [(INFRA_NAME_LABEL.to_owned(), the_infra.name_any())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(
+            labelled_cluster_key(&store, "socialweb-system", &contract),
+            Some(key("tenant-a", "c1"))
+        );
+        assert_eq!(labelled_cluster_key(&store, "elsewhere", &contract), None);
+        // A join Secret names its Cluster itself, so it maps even with no Infra cached.
+        let empty: Store<Infra> = Writer::default().as_reader();
+        let secret = secrets::JoinSecret {
+            name: "join-node-1".into(),
+            namespace: "socialweb-system".into(),
+            infra: the_infra.name_any(),
+            cluster: key("tenant-a", "c1"),
+            entry: "node-1".into(),
+            api_server: "https://x".into(),
+            ca_data: None,
+            node_name: "n".into(),
+            token: None,
+        }
+        .to_secret("t");
+        assert_eq!(
+            labelled_cluster_key(&empty, "socialweb-system", &secret),
+            Some(key("tenant-a", "c1"))
+        );
+    }
+}
