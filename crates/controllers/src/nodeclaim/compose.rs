@@ -2,7 +2,7 @@
 //! reference per composed claim, and the checks a claim must pass first.
 //!
 //! Pure functions; no secret value ever passes through here (the join Secret
-//! is only *named*, see [`crate::nodeclaim::decide::JoinSecret`]).
+//! is only *named*, see [`crate::nodeclaim::secrets::JoinSecret`]).
 
 use std::collections::BTreeMap;
 
