@@ -255,6 +255,8 @@ async fn root_delete_order() {
     support::invariants::writers_are_exclusive(&history);
     support::invariants::secrets_stay_in_join_secrets(&history);
     support::invariants::published_at_most_once(&env, &history);
+    support::invariants::status_written_only_by_the_requester(&env);
+    support::invariants::assert_quiet(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

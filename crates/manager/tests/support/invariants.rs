@@ -34,6 +34,7 @@ pub async fn assert_all(env: &Env) {
     let history = env.server.history();
     one_infra_per_cluster_and_contract_per_claim(env).await;
     writers_are_exclusive(&history);
+    status_written_only_by_the_requester(env);
     deleted_only_when_released(&history);
     published_at_most_once(env, &history);
     secrets_stay_in_join_secrets(&history);
@@ -147,6 +148,32 @@ pub fn writers_are_exclusive(history: &[HistoryEntry]) {
             );
         }
     }
+}
+
+/// Invariant 2 from the request log: every accepted write of a ComputeContract's status
+/// subresource came from the Requester's field manager.
+pub fn status_written_only_by_the_requester(env: &Env) {
+    let mut seen = 0;
+    for r in env.server.requests() {
+        let write = matches!(r.verb.as_str(), "create" | "update" | "patch");
+        if write && r.resource == "computecontracts/status" && r.status < 300 {
+            seen += 1;
+            assert_eq!(
+                r.field_manager, REQUESTER_MANAGER,
+                "{} {} by {:?}",
+                r.method, r.uri, r.user_agent
+            );
+        }
+    }
+    let contracts_written = env
+        .server
+        .history()
+        .iter()
+        .any(|e| e.resource.ends_with("/computecontracts"));
+    assert!(
+        seen > 0 || !contracts_written,
+        "no status write of a ComputeContract in the request log: is its resource named differently?"
+    );
 }
 
 /// Invariant 3: a ComputeContract is deleted (or marked for deletion) only once Released.
