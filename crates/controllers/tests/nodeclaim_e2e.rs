@@ -98,6 +98,18 @@ async fn scale_up_two() {
         }
     }
 
+    // Phase transitions are Events on the claim, e.g. the Joined one.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let joined = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("worker-a"))
+        .any(|e| e.reason.as_deref() == Some("Joined"));
+    assert!(joined, "a Joined Event on worker-a");
+
     // Invariant 8: converged means no writes.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = env.server.history().len();
