@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::{
     dev::{self, DevArgs},
+    run::RunArgs,
     telemetry::{self, LogFormat},
 };
 
@@ -26,7 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the controllers against a cluster (kubeconfig or in-cluster).
-    Run,
+    Run(Box<RunArgs>),
     /// Start the embedded API server and local market, and run the controllers on them.
     Dev(DevArgs),
     /// `dev` plus a scripted run: a Cluster scaled 3 -> 5 -> 2 nodes, then deleted.
@@ -59,7 +60,7 @@ pub fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Run => anyhow::bail!("run arrives with leader election"),
+            Command::Run(args) => crate::run::run(*args).await,
             Command::Dev(args) => run_dev(&args).await,
             Command::Demo(args) => run_demo(&args).await,
         }

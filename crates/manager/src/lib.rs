@@ -9,6 +9,7 @@ pub mod demo;
 pub mod dev;
 pub mod http;
 pub mod leader;
+pub mod run;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tree;

@@ -1,0 +1,119 @@
+//! `run`: the controllers against a real cluster, as the Helm chart starts them.
+//!
+//! # Expected flow
+//!
+//! 1. Connect (kubeconfig, else in-cluster), listen for SIGTERM/SIGINT.
+//! 2. Serve `/metrics`, `/healthz` and `/readyz` for the life of the process.
+//! 3. Wait for the Lease (unless `--leader-elect=false`); while leading, run
+//!    the three reconcilers through [`Controllers::start`].
+//!
+//! # Guarantees
+//!
+//! A follower is ready at once (it only waits); a leader turns ready once its
+//! caches hold their initial lists, and back to ready-as-follower after its term.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use controllers::{Clock, SystemClock, metrics::Metrics, requester::Markets};
+use prometheus_client::registry::Registry;
+
+use crate::{
+    http::{self, HttpArgs, Readiness},
+    leader::{self, LeaderArgs},
+    shutdown::ShutdownArgs,
+    wiring::{ControllerOptions, Controllers},
+};
+
+/// Flags of `run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Namespaces and concurrency of the controllers.
+    #[command(flatten)]
+    pub controllers: ControllerOptions,
+    /// The metrics and health port.
+    #[command(flatten)]
+    pub http: HttpArgs,
+    /// Leader election.
+    #[command(flatten)]
+    pub leader: LeaderArgs,
+    /// Graceful shutdown.
+    #[command(flatten)]
+    pub shutdown: ShutdownArgs,
+}
+
+/// Runs until SIGTERM/SIGINT (exit 0) or until the controllers fail.
+///
+/// # Errors
+///
+/// When the cluster cannot be reached, a flag is unusable, the HTTP port
+/// cannot be bound, or the controllers end on their own while leading.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await.context(
+        "connect to the cluster (set KUBECONFIG, or run in a pod with a service account)",
+    )?;
+    let shutdown = args.shutdown.shutdown();
+    let _signals = shutdown
+        .listen_for_signals()
+        .context("listen for SIGTERM/SIGINT")?;
+
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let readiness = Readiness::new();
+    // Followers are ready: they serve health and wait for the Lease.
+    readiness.set(true);
+    let http = tokio::spawn(http::serve(
+        args.http.http_addr,
+        Arc::new(registry),
+        readiness.clone(),
+        shutdown.signaled(),
+    ));
+
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // One set of markets for the process, so a second term finds the markets of the first.
+    let markets = Arc::new(Markets::new(Arc::clone(&clock)));
+    let make_controllers = {
+        let client = client.clone();
+        let metrics = metrics.clone();
+        let options = args.controllers.clone();
+        let readiness = readiness.clone();
+        move || {
+            let running = Controllers {
+                client: client.clone(),
+                clock: Arc::clone(&clock),
+                markets: Arc::clone(&markets),
+                metrics: metrics.clone(),
+                options: options.clone(),
+            }
+            .start();
+            let readiness = readiness.clone();
+            readiness.set(false);
+            async move {
+                // Joined, not spawned: aborting this future (fencing) stops everything.
+                let follow_caches = async {
+                    readiness.follow(running.ready).await;
+                    futures::future::pending::<()>().await;
+                };
+                tokio::select! {
+                    () = running.done => {}
+                    () = follow_caches => {}
+                }
+                readiness.set(true);
+                Ok(())
+            }
+        }
+    };
+
+    let outcome = match args
+        .leader
+        .config(&args.controllers.contract_namespace)
+        .context("leader election settings")?
+    {
+        Some(config) => {
+            leader::run_while_leader(client, config, metrics, make_controllers, shutdown).await
+        }
+        None => leader::run_unelected(metrics, make_controllers(), shutdown).await,
+    };
+    http.abort();
+    outcome.context("the controllers stopped")
+}
