@@ -32,3 +32,7 @@ bench:
 # Everything CI checks.
 ci:
     .ci/run
+
+# Benchmark the embedded API server: creates/s (memory, fsynced), watch fan-out, memory per object.
+bench-apiserver *ARGS:
+    cargo run --release -p apiserver --example bench_apiserver -- {{ARGS}}
