@@ -355,7 +355,7 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
             &cluster_rules,
             "socialweb.computer",
             resource,
-            &["get", "list", "watch", "patch"]
+            &["list", "watch", "patch"]
         ));
         assert!(rule_has(
             &cluster_rules,
@@ -383,19 +383,25 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
         .unwrap();
     let rules = role.rules.unwrap();
     assert_no_wildcards(&rules, "the contract namespace Role");
-    for resource in ["infras", "computecontracts", "requesters"] {
+    for resource in ["infras", "computecontracts"] {
         assert!(rule_has(
             &rules,
             "socialweb.computer",
             resource,
-            &["get", "list", "watch", "create", "patch"]
+            &["list", "watch", "create", "patch"]
         ));
     }
     assert!(rule_has(
         &rules,
         "socialweb.computer",
+        "requesters",
+        &["list", "watch", "patch"]
+    ));
+    assert!(rule_has(
+        &rules,
+        "socialweb.computer",
         "computecontracts/status",
-        &["update", "patch"]
+        &["update"]
     ));
     assert!(rule_has(
         &rules,
@@ -407,7 +413,7 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
         &rules,
         "",
         "secrets",
-        &["get", "list", "watch", "create", "patch", "delete"]
+        &["list", "watch", "create", "patch", "delete"]
     ));
     assert!(rule_has(
         &rules,
