@@ -262,12 +262,6 @@ async fn root_delete_order() {
 /// Invariant 4 for the root: once the Requester is gone, nothing of the
 /// deployments it ran remains (join Secrets included), while the Cluster lives on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: while the Requester is being deleted the NodeClaim controller re-applies \
-            the Infra that the root finalizer deletes (several Added/Deleted cycles of the same \
-            Infra in the history); once the Requester is gone the Infra stays deleted, but the \
-            join Secrets of the live Cluster's claims remain (invariant 4) and the claims keep \
-            InfraComposed=True naming the deleted Infra. Needs a design decision (should claims \
-            stop composing while no Requester runs the contract namespace?), not a local fix"]
 async fn root_delete_leaves_nothing_of_its_deployments() {
     let env = Env::start().await;
     env.two_joined().await;

@@ -41,6 +41,10 @@ pub mod reason {
     pub const CLAIM_DELETING: &str = "ClaimDeleting";
     /// The claim failed; its entry was removed.
     pub const CLAIM_FAILED: &str = "ClaimFailed";
+    /// The Requester of the contract namespace is being deleted: nothing composes.
+    pub const REQUESTER_DELETING: &str = "RequesterDeleting";
+    /// No Requester runs the contract namespace: nothing composes until one is applied.
+    pub const NO_REQUESTER: &str = "NoRequester";
 
     /// Deployed True: the guest runs.
     pub const GUEST_RUNNING: &str = "GuestRunning";

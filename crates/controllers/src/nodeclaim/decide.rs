@@ -8,7 +8,9 @@
 //! 2. A claim that passes is composed into an entry; its contract is observed
 //!    for the graces ([`graces::observe`]); a claim that failed keeps no entry.
 //! 3. The Infra is applied with every composed entry, or deleted when none is
-//!    left or the Cluster is gone or going.
+//!    left or the Cluster is gone or going. While no live Requester runs the
+//!    contract namespace ([`RootState`]) nothing composes and a live
+//!    Cluster's Infra is left alone (the root delete order deletes it).
 //! 4. Join Secrets are written for composed entries and deleted once their
 //!    entry left and its contract is gone.
 //! 5. Finalizers: added before anything is rented, removed once nothing of the
@@ -34,6 +36,7 @@ use kube::ResourceExt;
 use super::compose::{self, ClusterKey, ComposedEntry, Problem};
 use super::conditions::{INFRA_COMPOSED, READY, condition, derive_ready, reason};
 use super::graces::{self, Graces, earliest, to_time};
+use super::root::{self, RootState};
 use super::secrets::{JoinSecret, desired_join_secret};
 
 /// What one reconcile of a Cluster key observed (all read from the shared cache).
@@ -53,6 +56,8 @@ pub struct Observed<'a> {
     pub secrets: &'a [&'a Secret],
     /// Where Infras, contracts and join Secrets live.
     pub contract_namespace: &'a str,
+    /// Whether a live Requester runs the contract namespace (claims compose only then).
+    pub root: RootState,
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
 }
@@ -223,6 +228,10 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
                 if let Some(guest) = contract.and_then(|c| c.status.as_ref()?.guest.clone()) {
                     status.guest = Some(guest);
                 }
+                if !deleting && !observed.root.is_running() {
+                    let infra_gone = observed.infra.is_none();
+                    root::stopped_status(&mut status, infra_gone, contract, generation, &stamp);
+                }
                 let ready = derive_ready(&status.conditions, generation, &stamp);
                 set_condition(&mut status.conditions, ready);
             }
@@ -311,7 +320,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             composed.push(composed_entry);
         } else if deleting
             && has_finalizer(claim.finalizers(), NODECLAIM_FINALIZER)
-            && !had_entry
+            && (!had_entry || !observed.root.is_running())
             && contract.is_none()
             && secret.is_none()
         {
@@ -332,6 +341,9 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
     // or the Cluster is gone or going. Never touched while it is being deleted.
     plan.infra = Some(match (&cluster_state, observed.infra) {
         (_, Some(_)) if infra_deleting => InfraAction::Keep,
+        // Without a live root nothing composes; the root delete order (or the
+        // next Requester) decides about a live Cluster's Infra.
+        (ClusterState::Live(_), Some(_)) if !observed.root.is_running() => InfraAction::Keep,
         (ClusterState::Live(_), observed_infra) if !composed.is_empty() => {
             let desired = compose::infra_object(key, observed.contract_namespace, &composed);
             match observed_infra {
@@ -346,8 +358,10 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
     // but not composed now is kept until its contract is gone.
     let composed_names: BTreeSet<&str> =
         composed.iter().map(|e| e.contract.name.as_str()).collect();
+    // Without a live root, an Infra that is gone needs none of its Secrets.
+    let infra_gone = observed.infra.is_none() && !observed.root.is_running();
     for (entry, secret) in &secrets {
-        if !composed_names.contains(entry) && !contracts.contains_key(entry) {
+        if !composed_names.contains(entry) && (infra_gone || !contracts.contains_key(entry)) {
             plan.delete_secrets.push(secret.name_any());
         }
     }
@@ -381,7 +395,9 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
         ClusterState::Missing => {}
     }
 
-    let departing_contract = contracts.keys().any(|e| !composed_names.contains(e));
+    // With no Requester at all nothing removes a contract; a new Requester wakes us.
+    let departing_contract = observed.root != RootState::Missing
+        && contracts.keys().any(|e| !composed_names.contains(e));
     let releasing_claims = claims.iter().filter(|c| {
         c.metadata.deletion_timestamp.is_some()
             && has_finalizer(c.finalizers(), NODECLAIM_FINALIZER)
@@ -392,7 +408,10 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             .cluster
             .is_some_and(|c| has_finalizer(c.finalizers(), CLUSTER_FINALIZER))
         && plan.remove_cluster_finalizer.is_none();
-    plan.awaiting_removal = infra_deleting || departing_contract || claim_waits || cluster_waits;
+    // A deleting Requester's disappearance wakes nobody either.
+    let root_going = observed.root == RootState::Deleting;
+    plan.awaiting_removal =
+        infra_deleting || departing_contract || claim_waits || cluster_waits || root_going;
     plan
 }
 
@@ -429,6 +448,9 @@ fn composability(
         return Some(problem);
     }
     if let Err(problem) = compose::owner_did(claim, cluster) {
+        return Some(problem);
+    }
+    if let Some(problem) = observed.root.problem(observed.contract_namespace) {
         return Some(problem);
     }
     if infra_deleting {

@@ -3,7 +3,7 @@
 //! Secrets with the grant token, adoption, the join and loss graces).
 //!
 //! Watches (shared cache): Clusters and NodeClaims (all namespaces); Infras,
-//! ComputeContracts and join Secrets (contract namespace). Writes: the Infra
+//! ComputeContracts, join Secrets and Requesters (contract namespace). Writes: the Infra
 //! (server-side apply, field manager `socialweb/nodeclaim`), join Secrets,
 //! NodeClaim status and finalizers, the Cluster's finalizer and
 //! `status.nodes`. It never writes a ComputeContract.
@@ -12,7 +12,9 @@
 //! One reconcile per Cluster key (namespace/name): every event of a claim
 //! (by `spec.clusterName` in its namespace), an Infra (by its cluster labels
 //! or `spec.clusterRef`), a contract or join Secret (by its Infra name label ->
-//! Infra -> Cluster) maps to its Cluster. The key's objects are read from the
+//! Infra -> Cluster) maps to its Cluster; a Requester event maps to every
+//! Cluster (claims compose only while a live Requester runs the namespace,
+//! see [`root`]). The key's objects are read from the
 //! cache, [`decide::decide`] turns them into a plan and [`act::act`] writes it.
 //!
 //! A kube-runtime controller only reconciles objects in its store, so claims
@@ -29,13 +31,14 @@ pub mod compose;
 pub mod conditions;
 pub mod decide;
 pub mod graces;
+pub mod root;
 pub mod secrets;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use api::names::INFRA_NAME_LABEL;
-use api::{Cluster, ComputeContract, Infra, NodeClaim};
+use api::{Cluster, ComputeContract, Infra, NodeClaim, Requester};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::Controller;
@@ -108,6 +111,7 @@ struct Stores {
     infras: Store<Infra>,
     contracts: Store<ComputeContract>,
     secrets: Store<Secret>,
+    requesters: Store<Requester>,
 }
 
 struct Runtime {
@@ -132,6 +136,7 @@ pub fn controller(
         infras: caches.infras.store(),
         contracts: caches.contracts.store(),
         secrets: caches.join_secrets.store(),
+        requesters: caches.requesters.store(),
     };
     let config = Config::default().concurrency(ctx.concurrency);
     let runtime = Arc::new(Runtime {
@@ -160,6 +165,18 @@ pub fn controller(
                 let ns = ctx.contract_namespace.clone();
                 move |secret: Arc<Secret>| {
                     labelled_cluster_key(&infras, &ns, secret.as_ref()).map(|k| cluster_ref(&k))
+                }
+            })
+            // Claims compose only while a live Requester runs the contract
+            // namespace, so a Requester change concerns every Cluster.
+            .watches_shared_stream(caches.requesters.subscribe(), {
+                let clusters = stores.clusters.clone();
+                move |_: Arc<Requester>| {
+                    clusters
+                        .state()
+                        .iter()
+                        .map(|c| ObjectRef::from_obj(c.as_ref()))
+                        .collect::<Vec<_>>()
                 }
             })
             .shutdown_on_signal()
@@ -304,6 +321,11 @@ async fn reconcile_key(
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
     let now = ctx.clock.now();
+    let requesters = stores.requesters.state();
+    let root = root::RootState::of(
+        requesters.iter().map(AsRef::as_ref),
+        &ctx.contract_namespace,
+    );
     let observed = decide::Observed {
         key,
         cluster: cluster.as_deref(),
@@ -312,6 +334,7 @@ async fn reconcile_key(
         contracts: &contract_refs,
         secrets: &secret_refs,
         contract_namespace: &ctx.contract_namespace,
+        root,
         now,
     };
     let plan = decide::decide(&observed);

@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 use controllers::nodeclaim::compose::ClusterKey;
 use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
 use controllers::nodeclaim::graces::to_time;
+use controllers::nodeclaim::root::RootState;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
@@ -92,6 +93,7 @@ pub struct World {
     pub contracts: Vec<ComputeContract>,
     pub secrets: Vec<Secret>,
     pub tokens: u32,
+    pub root: RootState,
 }
 
 impl World {
@@ -107,6 +109,7 @@ impl World {
             contracts: Vec::new(),
             secrets: Vec::new(),
             tokens: 0,
+            root: RootState::Running,
         }
     }
 
@@ -122,6 +125,7 @@ impl World {
             contracts: &contracts,
             secrets: &secrets,
             contract_namespace: CONTRACT_NS,
+            root: self.root,
             now,
         })
     }
