@@ -145,6 +145,9 @@ fn action(plan: &InfraPlan) -> Action {
 
 #[tracing::instrument(skip_all, fields(infra = %infra.name_any()))]
 async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> {
+    // Until the contracts' cache holds its initial list, existing contracts
+    // would look missing and be applied again from scratch.
+    let _ = state.contracts.wait_until_ready().await;
     let ctx = &state.ctx;
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
     let namespace = infra

@@ -114,6 +114,20 @@ struct Stores {
     requesters: Store<Requester>,
 }
 
+impl Stores {
+    /// Resolves once every store holds its initial list (at once afterwards).
+    async fn wait_until_ready(&self) {
+        // A dropped writer means the process is stopping; nothing to wait for then.
+        let _ = futures::join!(
+            self.clusters.wait_until_ready(),
+            self.claims.wait_until_ready(),
+            self.infras.wait_until_ready(),
+            self.contracts.wait_until_ready(),
+            self.secrets.wait_until_ready(),
+        );
+    }
+}
+
 struct Runtime {
     ctx: Arc<Context>,
     stores: Stores,
@@ -305,6 +319,9 @@ async fn reconcile_key(
     let ctx = &runtime.ctx;
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
     let stores = &runtime.stores;
+    // A cache without its initial list would look like claims were deleted,
+    // and the Infra composed from it would release their machines.
+    stores.wait_until_ready().await;
     let claims = stores
         .claims
         .state_filter(|c| ClusterKey::of_claim(c) == *key);

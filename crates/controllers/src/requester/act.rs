@@ -36,6 +36,7 @@ pub(super) async fn reconcile_contract(
     contract: Arc<ComputeContract>,
     rt: Arc<Runtime>,
 ) -> Result<Action> {
+    rt.wait_until_ready().await;
     let ctx = &rt.ctx;
     let _timer = ctx.metrics.reconcile_started(super::CONTRACT_METRICS_LABEL);
     let namespace = contract.namespace().unwrap_or_default();

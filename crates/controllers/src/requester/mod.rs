@@ -127,6 +127,18 @@ pub(crate) struct Runtime {
     infras: Store<Infra>,
 }
 
+impl Runtime {
+    /// Resolves once every cache this controller reads holds its initial list.
+    pub(crate) async fn wait_until_ready(&self) {
+        // A dropped writer means the process is stopping; nothing to wait for then.
+        let _ = futures::join!(
+            self.contracts.wait_until_ready(),
+            self.requesters.wait_until_ready(),
+            self.infras.wait_until_ready(),
+        );
+    }
+}
+
 /// Every contract of a namespace, as controller keys.
 fn contracts_of(
     store: &Store<ComputeContract>,

@@ -53,6 +53,8 @@ pub(super) async fn reconcile_requester(
     requester: Arc<Requester>,
     rt: Arc<Runtime>,
 ) -> Result<Action> {
+    // An unsynced cache would make "no contract remains" true too early.
+    rt.wait_until_ready().await;
     let _timer = rt.ctx.metrics.reconcile_started(super::ROOT_METRICS_LABEL);
     let namespace = requester.namespace().unwrap_or_default();
     rt.ctx.metrics.set_contract_phases(

@@ -31,7 +31,7 @@ pub const CONTRACT_NS: &str = "socialweb-system";
 /// The endpoint a ready Cluster reports.
 pub const URL: &str = "https://c1.tenant-a.example:6443";
 /// How long one step may take.
-pub const WAIT: Duration = Duration::from_secs(25);
+pub const WAIT: Duration = Duration::from_secs(60);
 
 /// The CA a Cluster reports: unique per call so a leak is attributed to its test.
 pub fn ca_data(tag: &str) -> String {
