@@ -12,6 +12,7 @@
 
 pub mod cache;
 pub mod clock;
+pub mod context;
 pub mod error;
 pub mod infra;
 pub mod metrics;

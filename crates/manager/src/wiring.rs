@@ -73,7 +73,7 @@ impl Controllers {
         let caches = Arc::new(SharedCaches::new(self.client.clone(), &namespace));
 
         let mut infra_ctx =
-            infra::Context::new(self.client.clone(), Arc::clone(&self.clock), &namespace);
+            infra::context(self.client.clone(), Arc::clone(&self.clock), &namespace);
         infra_ctx.concurrency = self.options.infra_concurrency;
         infra_ctx.metrics = self.metrics.clone();
 
@@ -87,7 +87,7 @@ impl Controllers {
         requester_ctx.metrics = self.metrics.clone();
 
         let mut nodeclaim_ctx =
-            nodeclaim::Context::new(self.client.clone(), Arc::clone(&self.clock), &namespace);
+            nodeclaim::context(self.client.clone(), Arc::clone(&self.clock), &namespace);
         nodeclaim_ctx.metrics = self.metrics.clone();
         nodeclaim_ctx.concurrency = self.options.nodeclaim_concurrency;
 

@@ -31,13 +31,11 @@ use api::names::INFRA_RELEASE_FINALIZER;
 use api::{ComputeContract, Infra};
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 
 use crate::cache::SharedCaches;
-use crate::metrics::Metrics;
 use crate::{Clock, Error, Result};
 use decide::InfraPlan;
 
@@ -47,44 +45,17 @@ const METRICS_LABEL: &str = "infra";
 /// The name the controller reports Events under.
 pub const REPORTER: &str = "socialweb-infra";
 
-/// What the Infra controller needs from the outside.
-pub struct Context {
-    /// The Kubernetes client writes go through.
-    pub client: Client,
-    /// Where time comes from (condition transition times).
-    pub clock: Arc<dyn Clock>,
-    /// Publishes events.k8s.io/v1 Events about Infras.
-    pub recorder: Recorder,
-    /// The namespace of Infras and ComputeContracts.
-    pub contract_namespace: String,
-    /// How many Infras are reconciled at once.
-    pub concurrency: u16,
-    /// Reconcile counts, durations and errors (label `controller="infra"`).
-    pub metrics: Metrics,
-}
+/// What this reconciler needs from the manager.
+pub type Context = crate::context::ReconcilerContext;
 
-impl Context {
-    /// A context with Events reported as [`REPORTER`], a concurrency of 4 and
-    /// metrics registered nowhere (set `metrics` to the manager's to export them).
-    #[must_use]
-    pub fn new(
-        client: Client,
-        clock: Arc<dyn Clock>,
-        contract_namespace: impl Into<String>,
-    ) -> Self {
-        let reporter = Reporter {
-            controller: REPORTER.to_owned(),
-            instance: None,
-        };
-        Self {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            clock,
-            contract_namespace: contract_namespace.into(),
-            concurrency: 4,
-            metrics: Metrics::default(),
-        }
-    }
+/// The Infra reconciler's context: Events reported as [`REPORTER`], a concurrency of 4.
+#[must_use]
+pub fn context(
+    client: Client,
+    clock: Arc<dyn Clock>,
+    contract_namespace: impl Into<String>,
+) -> Context {
+    Context::new(client, clock, contract_namespace, REPORTER)
 }
 
 /// The state each reconcile sees: the context and the contracts' cache.

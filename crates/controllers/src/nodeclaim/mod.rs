@@ -43,56 +43,27 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::cache::SharedCaches;
-use crate::metrics::Metrics;
 use crate::{Clock, Error, Result};
 use compose::ClusterKey;
 
 /// The name the controller reports Events under.
 pub const REPORTER: &str = "socialweb-nodeclaim";
 
-/// What the NodeClaim reconciler needs.
-pub struct Context {
-    /// The API client.
-    pub client: Client,
-    /// The time source for the graces.
-    pub clock: Arc<dyn Clock>,
-    /// Publishes Events on claims (on phase transitions only).
-    pub recorder: Recorder,
-    /// Where Infras, ComputeContracts and join Secrets live.
-    pub contract_namespace: String,
-    /// How many Cluster keys are reconciled at once.
-    pub concurrency: u16,
-    /// Reconcile counts, durations and errors (label `controller="nodeclaim"`),
-    /// claim-to-Deployed and claim-to-Joined times.
-    pub metrics: Metrics,
-}
+/// What this reconciler needs from the manager.
+pub type Context = crate::context::ReconcilerContext;
 
-impl Context {
-    /// A context with Events reported as [`REPORTER`] and a concurrency of 4.
-    #[must_use]
-    pub fn new(
-        client: Client,
-        clock: Arc<dyn Clock>,
-        contract_namespace: impl Into<String>,
-    ) -> Self {
-        let reporter = Reporter {
-            controller: REPORTER.to_owned(),
-            instance: None,
-        };
-        Self {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            clock,
-            contract_namespace: contract_namespace.into(),
-            concurrency: 4,
-            metrics: Metrics::default(),
-        }
-    }
+/// The NodeClaim reconciler's context: Events reported as [`REPORTER`], a concurrency of 4.
+#[must_use]
+pub fn context(
+    client: Client,
+    clock: Arc<dyn Clock>,
+    contract_namespace: impl Into<String>,
+) -> Context {
+    Context::new(client, clock, contract_namespace, REPORTER)
 }
 
 /// How soon a reconcile that waits for an object to disappear looks again:

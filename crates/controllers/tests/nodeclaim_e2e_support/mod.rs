@@ -49,12 +49,12 @@ impl Env {
             requester::Context::new(client.clone(), Arc::clone(clock), markets, CONTRACT_NS);
         requester_ctx.timing = fast_timing();
         let caches = SharedCaches::new(client.clone(), CONTRACT_NS);
-        let infra_ctx = Arc::new(infra::Context::new(
+        let infra_ctx = Arc::new(infra::context(
             client.clone(),
             Arc::clone(clock),
             CONTRACT_NS,
         ));
-        let claim_ctx = Arc::new(nodeclaim::Context::new(
+        let claim_ctx = Arc::new(nodeclaim::context(
             client.clone(),
             Arc::clone(clock),
             CONTRACT_NS,
