@@ -10,7 +10,8 @@ generate:
 
 # Run every test of the workspace.
 test:
-    cargo test --workspace
+    cargo nextest run --workspace --retries 2
+    cargo test --workspace --doc
 
 # Format check and clippy with warnings as errors.
 lint:
