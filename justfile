@@ -10,8 +10,8 @@ generate:
 
 # Run every test of the workspace.
 test:
-    cargo nextest run --workspace --retries 2
     cargo test --workspace --doc
+    cargo nextest run --workspace --retries 2
 
 # Format check and clippy with warnings as errors.
 lint:
