@@ -11,7 +11,7 @@ generate:
 # Run every test of the workspace.
 test:
     cargo test --workspace --doc
-    cargo nextest run --workspace --retries 2
+    cargo nextest run --workspace
 
 # Format check and clippy with warnings as errors.
 lint:

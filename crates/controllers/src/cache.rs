@@ -19,21 +19,44 @@
 //!
 //! Every subscription is polled: the fan-out buffer applies backpressure, so
 //! a subscriber nobody polls stalls its kind's reflector.
+//!
+//! # Why our own fan-out
+//!
+//! kube-runtime's `store_shared` broadcasts object references and its
+//! subscriber stream looks each one up in the store; when the object was
+//! deleted in between, the stream returns `Pending` without registering a
+//! waker (kube-runtime 5.0 `ReflectHandle::poll_next`), and that controller
+//! stops hearing about the kind until something else polls it. Under load
+//! this lost whole reconcile chains (a claim's finalizer never removed after
+//! its contract was deleted). This fan-out sends the objects themselves, so
+//! nothing is looked up and deletions reach the mappers too: a Cluster hears
+//! that its contract is gone without polling for it.
+//!
+//! # Why our own readiness
+//!
+//! kube-runtime's `Store::wait_until_ready` shares one oneshot receiver among
+//! all its waiters, and a oneshot remembers only the last waker: with several
+//! reconciles waiting at once, all but one could wait for ever. A reconcile
+//! waits on [`CacheReadiness`] (a `tokio::sync::watch`, which wakes every
+//! waiter) instead; the only `Store::wait_until_ready` left is the one each
+//! `Controller` makes on its own primary store, one waiter per store.
 
-use std::{fmt::Debug, sync::Arc, sync::Mutex};
+use std::{collections::HashSet, fmt::Debug, sync::Arc, sync::Mutex};
 
 use api::{ComputeContract, Infra, NodeClaim, Requester, names};
+use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Client, Resource,
     runtime::{
         WatchStreamExt,
-        reflector::{self, Store, store::Writer},
+        reflector::{ObjectRef, Store, store::Writer},
         watcher,
     },
 };
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 use api::Cluster;
 
@@ -46,8 +69,13 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     store: Store<K>,
-    /// Taken by [`SharedCaches::run`]; subscriptions are made from it before that.
+    /// Taken by [`SharedCaches::run`]; subscriptions are made before that.
     writer: Mutex<Option<Writer<K>>>,
+    fan_out: Sender<Arc<K>>,
+    /// Keeps the channel open while no controller has subscribed yet.
+    _open: InactiveReceiver<Arc<K>>,
+    /// Turns true once the store holds the initial list.
+    ready: watch::Sender<bool>,
     api: Api<K>,
     config: watcher::Config,
 }
@@ -57,10 +85,16 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     fn new(api: Api<K>, config: watcher::Config) -> Self {
-        let (store, writer) = reflector::store_shared(FAN_OUT_BUFFER);
+        let writer = Writer::default();
+        let (mut fan_out, open) = async_broadcast::broadcast(FAN_OUT_BUFFER);
+        // With no subscriber the event is dropped instead of stalling the reflector.
+        fan_out.set_await_active(false);
         Self {
-            store,
+            store: writer.as_reader(),
             writer: Mutex::new(Some(writer)),
+            fan_out,
+            _open: open.deactivate(),
+            ready: watch::Sender::new(false),
             api,
             config,
         }
@@ -77,43 +111,92 @@ where
     ///
     /// # Guarantees
     ///
-    /// Called before [`SharedCaches::run`], the stream starts with the initial list.
-    /// Called after, it is empty and an error is logged: that is a wiring bug.
+    /// Called before [`SharedCaches::run`], the stream starts with the initial
+    /// list. It carries every applied object and every deleted one (its last
+    /// state), after the store has taken the change; after a re-list, the
+    /// objects that vanished while the watch was down come as well.
+    /// Called after `run`, it is empty and an error is logged: that is a wiring bug.
     pub fn subscribe(&self) -> BoxStream<'static, Arc<K>> {
-        let writer = self
+        let started = self
             .writer
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match writer.as_ref().and_then(Writer::subscribe) {
-            Some(handle) => handle.boxed(),
-            None => {
-                tracing::error!(
-                    kind = %K::kind(&()),
-                    "subscribed to a shared cache after it started: this controller will see no events"
-                );
-                futures::stream::empty().boxed()
-            }
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_none();
+        if started {
+            tracing::error!(
+                kind = %K::kind(&()),
+                "subscribed to a shared cache after it started: this controller will see no events"
+            );
+            return futures::stream::empty().boxed();
         }
+        self.fan_out.new_receiver().boxed()
     }
 
     /// The future that keeps this kind's reflector up to date; `None` once taken.
     fn take_reflector(&self) -> Option<BoxFuture<'static, ()>> {
-        let writer = self
+        let mut writer = self
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()?;
         let kind = K::kind(&()).to_string();
-        let stream = watcher(self.api.clone(), self.config.clone()).default_backoff();
-        Some(Box::pin(reflector::reflector(writer, stream).for_each(
-            move |event| {
-                if let Err(error) = event {
-                    // The watcher retries by itself with backoff; the store keeps its last state.
-                    tracing::warn!(kind = %kind, %error, "watch failed; retrying");
+        let store = self.store.clone();
+        let fan_out = self.fan_out.clone();
+        let ready = self.ready.clone();
+        let mut events = watcher(self.api.clone(), self.config.clone())
+            .default_backoff()
+            .boxed();
+        Some(Box::pin(async move {
+            // What the store held when a re-list began: to tell who vanished meanwhile.
+            let mut before_relist: Vec<Arc<K>> = Vec::new();
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => {
+                        // The watcher retries by itself with backoff; the store keeps its last state.
+                        tracing::warn!(kind = %kind, %error, "watch failed; retrying");
+                        continue;
+                    }
+                };
+                if matches!(event, watcher::Event::Init) {
+                    before_relist = store.state();
                 }
-                futures::future::ready(())
-            },
-        )))
+                writer.apply_watcher_event(&event);
+                if matches!(event, watcher::Event::InitDone) {
+                    ready.send_replace(true);
+                }
+                for object in fan_out_of(event, &store, &mut before_relist) {
+                    // An error means nobody subscribed: nothing to tell.
+                    let _ = fan_out.broadcast_direct(object).await;
+                }
+            }
+        }))
+    }
+}
+
+/// The objects one watch event tells the subscribers about (the store already applied it).
+fn fan_out_of<K>(
+    event: watcher::Event<K>,
+    store: &Store<K>,
+    before_relist: &mut Vec<Arc<K>>,
+) -> Vec<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::Delete(object) => vec![Arc::new(object)],
+        watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+        watcher::Event::InitDone => {
+            let now = store.state();
+            let present: HashSet<ObjectRef<K>> = now
+                .iter()
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect();
+            let vanished = std::mem::take(before_relist)
+                .into_iter()
+                .filter(|o| !present.contains(&ObjectRef::from_obj(o.as_ref())));
+            now.into_iter().chain(vanished).collect()
+        }
     }
 }
 
@@ -171,16 +254,192 @@ impl SharedCaches {
         }
     }
 
+    /// A handle that tells when every cache holds its initial list.
+    #[must_use]
+    pub fn readiness(&self) -> CacheReadiness {
+        CacheReadiness {
+            kinds: vec![
+                self.infras.ready.subscribe(),
+                self.contracts.ready.subscribe(),
+                self.requesters.ready.subscribe(),
+                self.join_secrets.ready.subscribe(),
+                self.clusters.ready.subscribe(),
+                self.nodeclaims.ready.subscribe(),
+            ],
+        }
+    }
+
     /// Resolves once every cache holds its initial list.
     pub async fn wait_until_ready(&self) {
-        // A dropped writer means the process is stopping; readiness no longer matters then.
-        let _ = futures::join!(
-            self.infras.store.wait_until_ready(),
-            self.contracts.store.wait_until_ready(),
-            self.requesters.store.wait_until_ready(),
-            self.join_secrets.store.wait_until_ready(),
-            self.clusters.store.wait_until_ready(),
-            self.nodeclaims.store.wait_until_ready(),
+        self.readiness().wait().await;
+    }
+}
+
+/// Whether every shared cache holds its initial list; any number of
+/// reconciles may wait on it at once.
+#[derive(Clone, Debug)]
+pub struct CacheReadiness {
+    kinds: Vec<watch::Receiver<bool>>,
+}
+
+impl CacheReadiness {
+    /// Resolves once every cache holds its initial list (at once afterwards).
+    ///
+    /// A reconcile must not decide from a cache without its initial list: the
+    /// objects not yet listed would look deleted (claims gone, contracts
+    /// missing) and the decision would release live machines.
+    pub async fn wait(&self) {
+        for kind in &self.kinds {
+            // A closed channel means the caches were dropped: the process is stopping.
+            let _ = kind.clone().wait_for(|ready| *ready).await;
+        }
+    }
+
+    /// Whether every cache holds its initial list now.
+    #[must_use]
+    pub fn is_ready(&self) -> bool {
+        self.kinds.iter().all(|kind| *kind.borrow())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn secret(name: &str) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            ..Secret::default()
+        }
+    }
+
+    fn names(objects: &[Arc<Secret>]) -> Vec<String> {
+        let mut names: Vec<String> = objects
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Applies `event` as the reflector does and returns what the subscribers hear.
+    fn step(
+        writer: &mut Writer<Secret>,
+        before: &mut Vec<Arc<Secret>>,
+        event: watcher::Event<Secret>,
+    ) -> Vec<String> {
+        let store = writer.as_reader();
+        if matches!(event, watcher::Event::Init) {
+            *before = store.state();
+        }
+        writer.apply_watcher_event(&event);
+        names(&fan_out_of(event, &store, before))
+    }
+
+    #[tokio::test]
+    async fn every_waiter_wakes_when_the_caches_are_ready() {
+        let senders: Vec<watch::Sender<bool>> = (0..3).map(|_| watch::Sender::new(false)).collect();
+        let readiness = CacheReadiness {
+            kinds: senders.iter().map(watch::Sender::subscribe).collect(),
+        };
+        // Many reconciles wait at once, in one task (as the controllers do) and in others.
+        let mut waiting: futures::stream::FuturesUnordered<_> = (0..16)
+            .map(|_| {
+                let readiness = readiness.clone();
+                async move { readiness.wait().await }
+            })
+            .collect();
+        let spawned: Vec<_> = (0..16)
+            .map(|_| {
+                let readiness = readiness.clone();
+                tokio::spawn(async move { readiness.wait().await })
+            })
+            .collect();
+        assert!(futures::poll!(waiting.next()).is_pending());
+        for sender in &senders[..2] {
+            sender.send_replace(true);
+        }
+        assert!(
+            futures::poll!(waiting.next()).is_pending(),
+            "one kind is not listed yet"
         );
+        assert!(!readiness.is_ready());
+        senders[2].send_replace(true);
+        let all = async {
+            while waiting.next().await.is_some() {}
+            for task in spawned {
+                task.await.unwrap();
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(5), all)
+            .await
+            .expect("every waiter woke");
+        assert!(readiness.is_ready());
+    }
+
+    #[test]
+    fn a_deleted_object_is_told_with_its_last_state() {
+        let mut writer = Writer::default();
+        let mut before = Vec::new();
+        assert_eq!(
+            step(&mut writer, &mut before, watcher::Event::Apply(secret("a"))),
+            ["a"]
+        );
+        // kube-runtime's shared stream drops this one (the store no longer has it).
+        assert_eq!(
+            step(
+                &mut writer,
+                &mut before,
+                watcher::Event::Delete(secret("a"))
+            ),
+            ["a"]
+        );
+        assert!(writer.as_reader().state().is_empty());
+    }
+
+    #[test]
+    fn a_relist_tells_every_present_object_and_every_vanished_one() {
+        let mut writer = Writer::default();
+        let mut before = Vec::new();
+        step(
+            &mut writer,
+            &mut before,
+            watcher::Event::Apply(secret("kept")),
+        );
+        step(
+            &mut writer,
+            &mut before,
+            watcher::Event::Apply(secret("gone")),
+        );
+        assert!(step(&mut writer, &mut before, watcher::Event::Init).is_empty());
+        assert!(
+            step(
+                &mut writer,
+                &mut before,
+                watcher::Event::InitApply(secret("kept"))
+            )
+            .is_empty()
+        );
+        assert!(
+            step(
+                &mut writer,
+                &mut before,
+                watcher::Event::InitApply(secret("new"))
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            step(&mut writer, &mut before, watcher::Event::InitDone),
+            ["gone", "kept", "new"]
+        );
+        assert_eq!(names(&writer.as_reader().state()), ["kept", "new"]);
+        // The next re-list starts from a clean slate.
+        assert!(before.is_empty());
     }
 }

@@ -19,6 +19,6 @@ pub mod metrics;
 pub mod nodeclaim;
 pub mod requester;
 
-pub use cache::{Shared, SharedCaches};
+pub use cache::{CacheReadiness, Shared, SharedCaches};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};

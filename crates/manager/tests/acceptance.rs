@@ -275,11 +275,6 @@ async fn root_delete_leaves_nothing_of_its_deployments() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG (lost wake-up after a restart, load-dependent): with three copies running at once on 2 cores, about 2 runs \
-            in 9 stop converging after the restart: a contract stays Bidding past its bid window, or the Infra never notices a \
-            contract became Released, so the claim is never Joined / never let go. Before commit dc0ff83 (reconcile only on synced \
-            caches) 4 in 9 runs instead released the live node's machine. Alone it passes in ~11 s; the per-controller restart \
-            tests (infra_restart, requester_restart, nodeclaim_e2e_restart) pass."]
 async fn restart_mid_scale_up_and_mid_release() {
     let mut env = Env::start().await;
     let cluster = env.create_cluster(NS, "c1", true).await;

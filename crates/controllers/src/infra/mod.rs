@@ -35,7 +35,7 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 
-use crate::cache::SharedCaches;
+use crate::cache::{CacheReadiness, SharedCaches};
 use crate::{Clock, Error, Result};
 use decide::InfraPlan;
 
@@ -62,6 +62,7 @@ pub fn context(
 struct Reconciler {
     ctx: Arc<Context>,
     contracts: Store<ComputeContract>,
+    ready: CacheReadiness,
 }
 
 /// The Infra controller over the shared caches.
@@ -81,6 +82,7 @@ pub fn controller(
     let state = Arc::new(Reconciler {
         ctx,
         contracts: caches.contracts.store(),
+        ready: caches.readiness(),
     });
     async move {
         controller
@@ -118,7 +120,7 @@ fn action(plan: &InfraPlan) -> Action {
 async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> {
     // Until the contracts' cache holds its initial list, existing contracts
     // would look missing and be applied again from scratch.
-    let _ = state.contracts.wait_until_ready().await;
+    state.ready.wait().await;
     let ctx = &state.ctx;
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
     let namespace = infra

@@ -46,7 +46,7 @@ use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::SharedCaches;
+use crate::cache::{CacheReadiness, SharedCaches};
 use crate::{Clock, Error, Result};
 use compose::ClusterKey;
 
@@ -83,19 +83,13 @@ struct Stores {
     contracts: Store<ComputeContract>,
     secrets: Store<Secret>,
     requesters: Store<Requester>,
+    ready: CacheReadiness,
 }
 
 impl Stores {
     /// Resolves once every store holds its initial list (at once afterwards).
     async fn wait_until_ready(&self) {
-        // A dropped writer means the process is stopping; nothing to wait for then.
-        let _ = futures::join!(
-            self.clusters.wait_until_ready(),
-            self.claims.wait_until_ready(),
-            self.infras.wait_until_ready(),
-            self.contracts.wait_until_ready(),
-            self.secrets.wait_until_ready(),
-        );
+        self.ready.wait().await;
     }
 }
 
@@ -122,6 +116,7 @@ pub fn controller(
         contracts: caches.contracts.store(),
         secrets: caches.join_secrets.store(),
         requesters: caches.requesters.store(),
+        ready: caches.readiness(),
     };
     let config = Config::default().concurrency(ctx.concurrency);
     let runtime = Arc::new(Runtime {

@@ -45,7 +45,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::metrics::Metrics;
-use crate::{Clock, SharedCaches};
+use crate::{CacheReadiness, Clock, SharedCaches};
 
 pub use act::{contract_key, request_for};
 pub use decide::Timing;
@@ -125,17 +125,13 @@ pub(crate) struct Runtime {
     contracts: Store<ComputeContract>,
     requesters: Store<Requester>,
     infras: Store<Infra>,
+    ready: CacheReadiness,
 }
 
 impl Runtime {
     /// Resolves once every cache this controller reads holds its initial list.
     pub(crate) async fn wait_until_ready(&self) {
-        // A dropped writer means the process is stopping; nothing to wait for then.
-        let _ = futures::join!(
-            self.contracts.wait_until_ready(),
-            self.requesters.wait_until_ready(),
-            self.infras.wait_until_ready(),
-        );
+        self.ready.wait().await;
     }
 }
 
@@ -187,6 +183,7 @@ pub fn controller(
         contracts: caches.contracts.store(),
         requesters: caches.requesters.store(),
         infras: caches.infras.store(),
+        ready: caches.readiness(),
     });
     let config = Config::default().concurrency(ctx.concurrency);
     let contract_store = caches.contracts.store();

@@ -28,7 +28,7 @@ impl Write for Capture {
 pub fn capture() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
-            "info,controllers=debug,manager=debug,market=debug",
+            "info,controllers=debug,manager=debug,market=debug,kube_runtime=debug",
         ))
         .with_ansi(false)
         .with_writer(|| Capture)
@@ -43,4 +43,25 @@ pub fn text() -> String {
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     )
     .into_owned()
+}
+
+/// On a failure, writes every log line of this test binary to
+/// `target/e2e-logs/<pid>.log` and says where: the end-to-end tests run one
+/// per process under nextest, so the file is that test's story.
+pub fn dump_on_panic() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let dir =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/e2e-logs");
+            let file = dir.join(format!("{}.log", std::process::id()));
+            let written = std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&file, format!("{info}\n{}", text())));
+            if written.is_ok() {
+                eprintln!("the manager's logs are in {}", file.display());
+            }
+            previous(info);
+        }));
+    });
 }

@@ -63,6 +63,7 @@ impl Env {
     /// A server with the CRDs and namespaces, the Requester `root`, and the manager running.
     pub async fn start() -> Self {
         logs::capture();
+        logs::dump_on_panic();
         let server = TestServer::start().await.unwrap();
         let client = server.client();
         manager::dev::install_crds(&client).await.unwrap();
@@ -303,7 +304,9 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out: {what}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
