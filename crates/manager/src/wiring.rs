@@ -4,6 +4,7 @@
 //! through [`Controllers::start`], so the tests exercise the real wiring.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use controllers::{Clock, SharedCaches, infra, metrics::Metrics, nodeclaim, requester};
 use kube::Client;
@@ -24,6 +25,10 @@ pub struct ControllerOptions {
     /// Clusters (NodeClaim keys) reconciled at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub nodeclaim_concurrency: u16,
+    /// Seconds between two health checks of a running guest with its market:
+    /// bounds how late a lost node is noticed (its claim's loss grace starts then).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub guest_poll_seconds: u64,
 }
 
 impl Default for ControllerOptions {
@@ -33,6 +38,7 @@ impl Default for ControllerOptions {
             infra_concurrency: 4,
             requester_concurrency: 8,
             nodeclaim_concurrency: 4,
+            guest_poll_seconds: 60,
         }
     }
 }
@@ -84,6 +90,7 @@ impl Controllers {
             &namespace,
         );
         requester_ctx.concurrency = self.options.requester_concurrency;
+        requester_ctx.timing.guest_poll = Duration::from_secs(self.options.guest_poll_seconds);
         requester_ctx.metrics = self.metrics.clone();
 
         let mut nodeclaim_ctx =

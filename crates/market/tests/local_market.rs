@@ -147,6 +147,44 @@ async fn accept_is_idempotent_and_a_stale_bid_is_refused() {
 }
 
 #[tokio::test]
+async fn a_lost_node_keeps_its_guest_on_the_network_without_a_node_identity() {
+    let dir = std::env::temp_dir().join(format!("lost-node-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let clock = Arc::new(ManualClock::default());
+    let config = || LocalMarketConfig {
+        seed: 3,
+        bidders: vec![LocalBidder::new("did:a", 5, "EUR")],
+        state_dir: Some(dir.clone()),
+        ..LocalMarketConfig::default()
+    };
+    let market = LocalMarket::new(config(), clock.clone()).unwrap();
+    let receipt = rent(&market, "c1").await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let GuestStatus::NodeRegistered { address, .. } = market.guest_status(&receipt).await.unwrap()
+    else {
+        panic!("the guest registers its node first");
+    };
+    assert!(market.lose_node(&receipt).unwrap());
+    let lost = GuestStatus::OnNetwork { address };
+    assert_eq!(market.guest_status(&receipt).await.unwrap(), lost);
+    assert_eq!(
+        market.running_guests(),
+        1,
+        "the machine still runs and is billed"
+    );
+    // The loss is state: a restarted manager's market sees it too.
+    drop(market);
+    let again = LocalMarket::new(config(), clock.clone()).unwrap();
+    assert_eq!(again.guest_status(&receipt).await.unwrap(), lost);
+    again.release(&receipt).await.unwrap();
+    assert!(
+        !again.lose_node(&receipt).unwrap(),
+        "a released guest has no node to lose"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn guest_boots_onto_the_network_then_registers() {
     let bidder = LocalBidder::new("did:a", 5, "EUR").with_boot_delay(Duration::from_secs(60));
     let clock = Arc::new(ManualClock::default());

@@ -9,7 +9,7 @@ use api::names::{
     CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, INFRA_MANAGER, INFRA_NAME_LABEL,
     JOIN_SECRET_TYPE, REQUESTER_MANAGER, entry_name, infra_name,
 };
-use api::{Infra, NodeClaim};
+use api::{Infra, NodeClaim, NodeClaimPhase};
 use apiserver::testing::HistoryEntry;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -62,7 +62,9 @@ pub async fn one_infra_per_cluster_and_contract_per_claim(env: &Env) {
         .items;
     let mut clusters_with_claims = BTreeSet::new();
     for claim in &claims {
-        let live = claim.metadata.deletion_timestamp.is_none();
+        // A Failed claim is final and keeps no entry (plan 0005 N2).
+        let failed = claim.status.as_ref().and_then(|s| s.phase) == Some(NodeClaimPhase::Failed);
+        let live = claim.metadata.deletion_timestamp.is_none() && !failed;
         let Some(infra_ref) = claim.status.as_ref().and_then(|s| s.infra.as_ref()) else {
             continue;
         };

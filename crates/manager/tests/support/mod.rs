@@ -48,6 +48,8 @@ pub struct Env {
     pub client: Client,
     pub clock: Arc<dyn Clock>,
     pub market: Arc<LocalMarket>,
+    /// What the manager runs with (kept across restarts).
+    pub options: ControllerOptions,
     manager: Option<JoinHandle<()>>,
 }
 
@@ -62,6 +64,20 @@ impl Drop for Env {
 impl Env {
     /// A server with the CRDs and namespaces, the Requester `root`, and the manager running.
     pub async fn start() -> Self {
+        Self::start_with_market(LocalMarketConfig {
+            seed: 7,
+            ..LocalMarketConfig::default()
+        })
+        .await
+    }
+
+    /// [`Env::start`] on a market of this configuration (the Requester's bidders replace its own).
+    pub async fn start_with_market(market: LocalMarketConfig) -> Self {
+        Self::start_with(market, ControllerOptions::default()).await
+    }
+
+    /// [`Env::start`] on this market, the manager running with these options.
+    pub async fn start_with(market: LocalMarketConfig, options: ControllerOptions) -> Self {
         logs::capture();
         logs::dump_on_panic();
         let server = TestServer::start().await.unwrap();
@@ -73,21 +89,14 @@ impl Env {
             namespaces.create(&PostParams::default(), &n).await.unwrap();
         }
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market = Arc::new(
-            LocalMarket::new(
-                LocalMarketConfig {
-                    seed: 7,
-                    ..LocalMarketConfig::default()
-                },
-                Arc::new(MarketClock(Arc::clone(&clock))),
-            )
-            .unwrap(),
-        );
+        let market =
+            Arc::new(LocalMarket::new(market, Arc::new(MarketClock(Arc::clone(&clock)))).unwrap());
         let mut env = Self {
             server,
             client,
             clock,
             market,
+            options,
             manager: None,
         };
         env.create_requester().await;
@@ -106,7 +115,7 @@ impl Env {
                 Arc::clone(&self.market),
             )),
             metrics: Metrics::default(),
-            options: ControllerOptions::default(),
+            options: self.options.clone(),
         }
         .start();
         self.manager = Some(tokio::spawn(running.done));

@@ -187,6 +187,30 @@ impl LocalMarket {
         self.lock().faults.insert(operation, times);
     }
 
+    /// Simulates a guest's node leaving the cluster (its kubelet stopped): the
+    /// guest keeps running on the network but no longer reports a node
+    /// identity, as a lost node does. Returns false for an unknown or released guest.
+    ///
+    /// # Errors
+    /// The state directory could not be written.
+    pub fn lose_node(&self, receipt: &Receipt) -> Result<bool, MarketError> {
+        let mut inner = self.lock();
+        let Some((id, guest)) = inner.guest(receipt)? else {
+            return Ok(false);
+        };
+        if guest.is_released() {
+            return Ok(false);
+        }
+        let id = id.clone();
+        let mut next = inner.state.clone();
+        if let Some(guest) = next.guests.get_mut(&id) {
+            guest.node_lost = true;
+        }
+        self.commit(&mut inner, next)?;
+        info!(uri = %receipt.uri, "node lost (simulated)");
+        Ok(true)
+    }
+
     /// How many times `publish_rfp` was called for a contract by this instance
     /// (injected failures included).
     #[must_use]
@@ -314,6 +338,7 @@ impl LocalMarket {
             failure,
             address: bidders::guest_address(self.seed, rfp),
             node_id: bidders::node_id(self.seed, rfp),
+            node_lost: false,
             released_at_ms: None,
         }
     }

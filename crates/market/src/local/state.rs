@@ -48,6 +48,10 @@ pub(crate) struct GuestRecord {
     pub address: String,
     pub node_id: String,
     pub released_at_ms: Option<u64>,
+    /// The node left the cluster ([`super::LocalMarket::lose_node`]): the
+    /// guest still runs on the network but reports no node identity.
+    #[serde(default)]
+    pub node_lost: bool,
 }
 
 impl GuestRecord {
@@ -71,7 +75,7 @@ impl GuestRecord {
                 reason: reason.clone(),
             };
         }
-        if elapsed < self.boot_delay_ms.saturating_add(self.register_delay_ms) {
+        if self.node_lost || elapsed < self.boot_delay_ms.saturating_add(self.register_delay_ms) {
             GuestStatus::OnNetwork {
                 address: self.address.clone(),
             }
@@ -236,6 +240,7 @@ mod tests {
             address: "10.1.2.3".to_owned(),
             node_id: "guest-1".to_owned(),
             released_at_ms: None,
+            node_lost: false,
         }
     }
 
