@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use api::{ComputeContract, ComputeContractPhase as P};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
 use super::NS;
@@ -16,17 +14,8 @@ use super::NS;
 pub const CONTRACTS: &str = "socialweb.computer/computecontracts";
 
 pub async fn install(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in api::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut namespace = Namespace::default();
-    namespace.metadata.name = Some(NS.to_owned());
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
+    testkit::install_crds(client).await;
+    testkit::create_namespaces(client, &[NS]).await;
 }
 
 /// A Requester that only walks status: Pending -> Deployed, and on release
@@ -63,16 +52,5 @@ pub async fn fake_requester(client: Client, hold: Arc<AtomicBool>) {
     }
 }
 
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..400 {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
+#[allow(unused_imports)] // Not every test binary of this support waits.
+pub use testkit::eventually;

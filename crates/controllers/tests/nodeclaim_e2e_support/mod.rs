@@ -13,11 +13,9 @@ use api::{
 use apiserver::testing::TestServer;
 use controllers::requester::{self, MarketClock, Markets, Timing};
 use controllers::{Clock, SharedCaches, SystemClock, infra, nodeclaim};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use market::{LocalMarket, LocalMarketConfig};
+use market::LocalMarket;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -91,29 +89,10 @@ pub async fn start() -> Env {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let server = TestServer::start().await.unwrap();
+    let server = testkit::server_with_crds(&[NS, CONTRACT_NS]).await;
     let client = server.client();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in [NS, CONTRACT_NS] {
-        let mut n = Namespace::default();
-        n.metadata.name = Some(ns.into());
-        namespaces.create(&PostParams::default(), &n).await.unwrap();
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in api::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let market = Arc::new(
-        LocalMarket::new(
-            LocalMarketConfig {
-                seed: 7,
-                ..LocalMarketConfig::default()
-            },
-            Arc::new(MarketClock(Arc::clone(&clock))),
-        )
-        .unwrap(),
-    );
+    let market = testkit::local_market(7, Arc::new(MarketClock(Arc::clone(&clock))));
     create_requester(&client).await;
     let mut env = Env {
         server,
@@ -174,21 +153,7 @@ pub fn fast_timing() -> Timing {
     }
 }
 
-/// Polls `check` until it returns `Some`, or fails the test with `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use testkit::eventually;
 
 pub async fn create_cluster(client: &Client, name: &str, with_url: bool) -> Cluster {
     let api: Api<Cluster> = Api::namespaced(client.clone(), NS);

@@ -13,10 +13,8 @@ use api::{
 use apiserver::testing::TestServer;
 use controllers::requester::{self, Context, MarketClock, Markets, Timing};
 use controllers::{Clock, SharedCaches, SystemClock};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use market::{ContractKey, LocalMarket, LocalMarketConfig};
+use market::{ContractKey, LocalMarket};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -33,29 +31,10 @@ pub struct Env {
 
 impl Env {
     pub async fn start() -> Self {
-        let server = TestServer::start().await.unwrap();
+        let server = testkit::server_with_crds(&[NS]).await;
         let client = server.client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in api::crds() {
-            crds.create(&PostParams::default(), &crd).await.unwrap();
-        }
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market = Arc::new(
-            LocalMarket::new(
-                LocalMarketConfig {
-                    seed: 7,
-                    ..LocalMarketConfig::default()
-                },
-                Arc::new(MarketClock(Arc::clone(&clock))),
-            )
-            .unwrap(),
-        );
+        let market = testkit::local_market(7, Arc::new(MarketClock(Arc::clone(&clock))));
         Self {
             server,
             client,

@@ -8,13 +8,12 @@ pub mod invariants;
 pub mod logs;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use api::{Cluster, ComputeContract, Infra, NodeClaim, NodeClaimPhase, Requester};
 use apiserver::testing::TestServer;
 use controllers::requester::{MarketClock, Markets};
 use controllers::{Clock, SystemClock, metrics::Metrics};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource as _, ResourceExt};
 use manager::wiring::{ControllerOptions, Controllers};
@@ -30,8 +29,7 @@ pub const OTHER_NS: &str = "tenant-b";
 pub const CONTRACT_NS: &str = "socialweb-system";
 /// The endpoint a ready Cluster reports.
 pub const URL: &str = "https://c1.tenant-a.example:6443";
-/// How long one step may take.
-pub const WAIT: Duration = Duration::from_secs(60);
+pub use testkit::eventually;
 
 /// The CA a Cluster reports: unique per call so a leak is attributed to its test.
 pub fn ca_data(tag: &str) -> String {
@@ -83,14 +81,9 @@ impl Env {
         let server = TestServer::start().await.unwrap();
         let client = server.client();
         manager::dev::install_crds(&client).await.unwrap();
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        for ns in [NS, OTHER_NS, CONTRACT_NS] {
-            let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-            namespaces.create(&PostParams::default(), &n).await.unwrap();
-        }
+        testkit::create_namespaces(&client, &[NS, OTHER_NS, CONTRACT_NS]).await;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market =
-            Arc::new(LocalMarket::new(market, Arc::new(MarketClock(Arc::clone(&clock)))).unwrap());
+        let market = testkit::local_market_with(market, Arc::new(MarketClock(Arc::clone(&clock))));
         let mut env = Self {
             server,
             client,
@@ -299,23 +292,5 @@ impl Env {
             .items
             .into_iter()
             .next()
-    }
-}
-
-/// Polls `check` until it returns `Some`, or fails the test with `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

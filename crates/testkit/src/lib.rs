@@ -1,0 +1,110 @@
+//! What the end-to-end tests of every crate share, so each suite's support
+//! module keeps only what is its own:
+//!
+//! - [`server_with_crds`]: the embedded API server with every CRD of the
+//!   `api` crate installed and the namespaces a scenario needs;
+//! - [`local_market`]: a seeded [`LocalMarket`] on the given clock, to share
+//!   across simulated manager restarts;
+//! - [`eventually`]: polling with a deadline, the only way these tests wait.
+//!
+//! It panics on failure, as test code does: a setup that cannot be made is a
+//! failed test, said with what could not be done.
+// Test code: a setup that fails is a failed test, so it panics with what failed.
+#![allow(clippy::missing_panics_doc, clippy::expect_used)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::testing::TestServer;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use market::{Clock, LocalMarket, LocalMarketConfig};
+
+/// How long one step of a scenario may take before the test fails. Generous:
+/// CI runs the suites on two shared cores; a passing step takes well under a second.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// How often [`eventually`] looks again.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Polls `check` until it returns `Some`, or fails the test with `what` after [`WAIT`].
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_within(what, WAIT, check).await
+}
+
+/// [`eventually`] with its own deadline.
+pub async fn eventually_within<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {within:?}: {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// An embedded API server with every CRD of the `api` crate and these namespaces.
+pub async fn server_with_crds(namespaces: &[&str]) -> TestServer {
+    let server = TestServer::start()
+        .await
+        .expect("the embedded API server starts");
+    let client = server.client();
+    install_crds(&client).await;
+    create_namespaces(&client, namespaces).await;
+    server
+}
+
+/// Creates every CRD of the `api` crate.
+pub async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        if let Err(error) = crds.create(&PostParams::default(), &crd).await {
+            panic!("install the CRD {name}: {error}");
+        }
+    }
+}
+
+/// Creates these namespaces.
+pub async fn create_namespaces(client: &Client, names: &[&str]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let mut namespace = Namespace::default();
+        namespace.metadata.name = Some((*name).to_owned());
+        if let Err(error) = namespaces.create(&PostParams::default(), &namespace).await {
+            panic!("create the namespace {name}: {error}");
+        }
+    }
+}
+
+/// A local market with this seed and no bidders of its own (the Requester's
+/// replace them), on `clock`. Share the `Arc` across manager restarts.
+pub fn local_market(seed: u64, clock: Arc<dyn Clock>) -> Arc<LocalMarket> {
+    local_market_with(
+        LocalMarketConfig {
+            seed,
+            ..LocalMarketConfig::default()
+        },
+        clock,
+    )
+}
+
+/// A local market of this configuration, on `clock`.
+pub fn local_market_with(config: LocalMarketConfig, clock: Arc<dyn Clock>) -> Arc<LocalMarket> {
+    Arc::new(LocalMarket::new(config, clock).expect("the local market opens"))
+}
