@@ -48,19 +48,19 @@ const UNUSED_ON_PURPOSE: &[(&str, &str, &str, &str)] = &[
         "get",
         "only when the cache lags",
     ),
-    // Server-side apply creates these; the embedded server authorizes nothing, so
-    // whether a creating apply also needs `create` is not observable here.
+    // Server-side apply creates these. kube-apiserver authorizes an apply that
+    // creates as `create`; the embedded server logs it as the `patch` it is.
     (
         "socialweb.computer",
         "infras",
         "create",
-        "authorize such an apply as a create too",
+        "authorizes an apply that creates a missing object",
     ),
     (
         "socialweb.computer",
         "computecontracts",
         "create",
-        "authorize such an apply as a create too",
+        "authorizes an apply that creates a missing object",
     ),
     // A join Secret is re-applied (its token kept) only when its content changes.
     (
