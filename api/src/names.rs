@@ -23,6 +23,10 @@ pub const NODECLAIM_FINALIZER: &str = "nodeclaim.socialweb.computer/release";
 pub const CLUSTER_FINALIZER: &str = "nodeclaim.socialweb.computer/cluster-infra";
 /// Finalizer on a Requester: the root delete order (Infras first, releases still sent, then the Requester).
 pub const REQUESTER_FINALIZER: &str = "requester.socialweb.computer/root-delete-order";
+/// Finalizer on a ComputeContract (put there by the Infra controller when it creates the
+/// contract, removed by the Requester): the contract's guest is released before the object
+/// goes, however it is deleted (directly, by the garbage collector, with its namespace).
+pub const CONTRACT_RELEASE_FINALIZER: &str = "requester.socialweb.computer/release";
 
 /// Annotation on a ComputeContract holding its receipt as JSON `{"uri":..,"cid":..}`,
 /// so a restore that drops status does not leak a machine.

@@ -421,3 +421,48 @@ fn the_contracts_the_status_lists_but_the_cache_lacks_are_named_for_a_direct_rea
     );
     assert!(unseen_contracts(&world.infra, &world.observed()).is_empty());
 }
+
+fn has_release_finalizer(contract: &api::ComputeContract) -> bool {
+    contract
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == api::names::CONTRACT_RELEASE_FINALIZER)
+}
+
+#[test]
+fn every_contract_carries_the_release_finalizer_from_its_creation() {
+    let mut world = World::new(infra(&["node-a"]));
+    let plan = world.plan();
+    assert!(has_release_finalizer(&plan.apply[0]), "created with it");
+    world.enact(&plan, usize::MAX);
+    world.settle_requester();
+    world.reconcile();
+    let name = cc_name("node-a");
+    // A contract created before the finalizer existed gets it on the next apply.
+    world.contracts.get_mut(&name).unwrap().metadata.finalizers = None;
+    let plan = world.plan();
+    assert_eq!(plan.apply.len(), 1);
+    assert!(has_release_finalizer(&plan.apply[0]));
+}
+
+#[test]
+fn a_deleting_contract_without_the_finalizer_is_never_given_it() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let mut world = world_deployed(&["node-a"]);
+    let name = cc_name("node-a");
+    let contract = world.contracts.get_mut(&name).unwrap();
+    contract.metadata.finalizers = None;
+    contract.metadata.deletion_timestamp = Some(Time(
+        k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+    ));
+    // The API server refuses a new finalizer on a deleting object (422).
+    let plan = world.plan();
+    assert!(plan.apply.is_empty(), "{:?}", plan.apply);
+    world.start_deletion();
+    let plan = world.plan();
+    assert_eq!(plan.release.len(), 1);
+    assert!(plan.release[0].spec.release);
+    assert!(!has_release_finalizer(&plan.release[0]));
+}

@@ -19,6 +19,10 @@
 //!   Released (and the delete carries its uid and resourceVersion as preconditions,
 //!   so it cannot hit a newer object).
 //! - A contract whose `spec.release` is true is never applied with `release: false`.
+//! - Every applied contract carries [`CONTRACT_RELEASE_FINALIZER`] from its
+//!   creation on (so no delete, however it comes, removes a contract before the
+//!   Requester released its guest); it is left out only for a contract already
+//!   being deleted without it, where adding a finalizer is refused.
 //! - Stateless: the plan depends only on the observed objects, so a restart
 //!   re-derives it; once converged the plan is empty (no writes, invariant 8).
 //! - Events are only for transitions, judged against the Infra's recorded status.
@@ -27,7 +31,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, compute_contract_name};
+use api::names::{
+    CONTRACT_LABEL, CONTRACT_RELEASE_FINALIZER, INFRA_NAME_LABEL, compute_contract_name,
+};
 use api::{
     ComputeContract, ComputeContractPhase, ComputeContractSpec, ContractState, ContractStatus,
     Infra, InfraPhase, InfraStatus, compute_contract_spec_for, infra_declaration_hash,
@@ -168,7 +174,8 @@ pub fn decide_live(
             }
             Some(existing) => {
                 matched.insert(object_name.clone());
-                let desired = contract_object(infra, &object_name, entry, spec);
+                let mut desired = contract_object(infra, &object_name, entry, spec);
+                keep_finalizer_as_is_when_deleting(existing, &mut desired);
                 if !is_current(existing, &desired) {
                     plan.apply.push(desired);
                 }
@@ -382,7 +389,12 @@ fn release_or_delete(
 }
 
 /// The ComputeContract object the Infra controller applies: name, namespace,
-/// the two labels, the controller ownerReference (blockOwnerDeletion) and `spec`.
+/// the two labels, the controller ownerReference (blockOwnerDeletion), the
+/// release finalizer and `spec`.
+///
+/// The finalizer is in the applied object, so the contract has it from its
+/// creation on, before the Requester publishes anything for it; the Requester
+/// removes it once the contract is Released.
 #[must_use]
 pub fn contract_object(
     infra: &Infra,
@@ -400,7 +412,28 @@ pub fn contract_object(
         (CONTRACT_LABEL.to_owned(), entry.to_owned()),
     ]));
     contract.metadata.owner_references = owner_reference(infra).map(|o| vec![o]);
+    contract.metadata.finalizers = Some(vec![CONTRACT_RELEASE_FINALIZER.to_owned()]);
     contract
+}
+
+/// Whether `contract` carries the release finalizer.
+fn has_release_finalizer(contract: &ComputeContract) -> bool {
+    contract
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == CONTRACT_RELEASE_FINALIZER)
+}
+
+/// A contract being deleted without the release finalizer (created before it
+/// existed, or the Requester already removed it) must not get it again: the API
+/// server refuses a new finalizer on a deleting object. Omitting it from the
+/// apply removes nothing, since the object does not have it.
+fn keep_finalizer_as_is_when_deleting(existing: &ComputeContract, desired: &mut ComputeContract) {
+    if existing.metadata.deletion_timestamp.is_some() && !has_release_finalizer(existing) {
+        desired.metadata.finalizers = None;
+    }
 }
 
 fn released_object(
@@ -413,7 +446,9 @@ fn released_object(
         release: true,
         ..existing.spec.clone()
     };
-    contract_object(infra, object_name, entry, spec)
+    let mut released = contract_object(infra, object_name, entry, spec);
+    keep_finalizer_as_is_when_deleting(existing, &mut released);
+    released
 }
 
 /// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
@@ -440,7 +475,8 @@ fn is_current(existing: &ComputeContract, desired: &ComputeContract) -> bool {
             .flatten()
             .any(|e| e == o)
     });
-    existing.spec == desired.spec && labels_ok && owners_ok
+    let finalizer_ok = !has_release_finalizer(desired) || has_release_finalizer(existing);
+    existing.spec == desired.spec && labels_ok && owners_ok && finalizer_ok
 }
 
 fn deletion(existing: &ComputeContract, object_name: &str) -> Deletion {

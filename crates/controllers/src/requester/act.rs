@@ -1,7 +1,8 @@
 //! The thin, effectful half of the contract controller: reads the cache, runs
 //! [`decide`] and performs what it says: the receipt annotation, ONE status
-//! patch per changed step, the market call, an Event on a transition, and the
-//! TTL delete.
+//! patch per changed step, the market call, an Event on a transition, the
+//! TTL delete, and the removal of the release finalizer once a deleted
+//! contract is Released.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +42,14 @@ pub(super) async fn reconcile_contract(
     let _timer = ctx.metrics.reconcile_started(super::CONTRACT_METRICS_LABEL);
     let namespace = contract.namespace().unwrap_or_default();
     let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), &namespace);
-    let ttl_wait = match ttl::verdict(&contract, ctx.clock.now()) {
+    // A contract already being deleted waits for its release, not for its TTL
+    // (deleting it again would change nothing, and wake nothing).
+    let verdict = if contract.metadata.deletion_timestamp.is_some() {
+        Ttl::NotFinished
+    } else {
+        ttl::verdict(&contract, ctx.clock.now())
+    };
+    let ttl_wait = match verdict {
         Ttl::Expired => {
             delete_expired(&api, &contract).await?;
             return Ok(Action::await_change());
@@ -69,6 +77,10 @@ pub(super) async fn reconcile_contract(
             if let Some(note) = transition_event(old.as_ref(), &step.status) {
                 publish_event(&rt, &current, note).await;
             }
+        }
+        if step.remove_finalizer {
+            remove_release_finalizer(&api, &current).await?;
+            return Ok(Action::await_change());
         }
         let Some(command) = step.command else {
             return Ok(requeue(step.requeue.into_iter().chain(ttl_wait).min()));
@@ -312,6 +324,48 @@ async fn write_status(
     api.replace_status(&contract.name_any(), &params, &next)
         .await
         .map_err(|e| Error::kube(format!("write the status of {}", describe(contract)), e))
+}
+
+/// Removes the release finalizer from a deleted, Released contract, which
+/// lets it go. A merge patch carrying the resourceVersion of the object decide
+/// saw Released, so a stale view is refused (409) instead of dropping the
+/// finalizer of a newer object.
+async fn remove_release_finalizer(
+    api: &Api<ComputeContract>,
+    contract: &ComputeContract,
+) -> Result<()> {
+    let finalizers: Vec<&String> = contract
+        .finalizers()
+        .iter()
+        .filter(|f| *f != names::CONTRACT_RELEASE_FINALIZER)
+        .collect();
+    let value = if finalizers.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(finalizers)
+    };
+    let patch = json!({"metadata": {
+        "resourceVersion": contract.resource_version(),
+        "finalizers": value,
+    }});
+    let params = PatchParams {
+        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match api
+        .patch(&contract.name_any(), &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            info!("released contract let go: release finalizer removed");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(
+            format!("remove the release finalizer of {}", describe(contract)),
+            e,
+        )),
+    }
 }
 
 async fn delete_expired(api: &Api<ComputeContract>, contract: &ComputeContract) -> Result<()> {

@@ -21,6 +21,10 @@
 //!   visible in the `Released` condition and the message.
 //! - Phase Released is only reached when nothing was rented or the market
 //!   confirmed the guest is gone.
+//! - A contract being deleted (it has a deletionTimestamp) is a release
+//!   request like `spec.release`; [`Step::remove_finalizer`] is set only in a
+//!   step whose status says Released, so the object goes only once its guest
+//!   is gone or nothing was rented.
 
 use std::time::Duration;
 
@@ -45,6 +49,10 @@ pub struct Step {
     pub command: Option<Command>,
     /// When to look again if no command is made; `None` waits for a change.
     pub requeue: Option<Duration>,
+    /// Remove [`names::CONTRACT_RELEASE_FINALIZER`] after writing the status:
+    /// the contract is being deleted, carries the finalizer, and `status` says
+    /// Released.
+    pub remove_finalizer: bool,
 }
 
 /// What [`decide`] reads besides the observation.
@@ -131,9 +139,11 @@ impl<'a> Draft<'a> {
         self.inputs.contract.metadata.generation
     }
 
-    /// Whether the guest must go: `spec.release`, or the Requester is being deleted.
+    /// Whether the guest must go: `spec.release`, the contract is being
+    /// deleted, or the Requester is being deleted.
     pub fn release_requested(&self) -> bool {
         self.inputs.contract.spec.release
+            || self.deleting()
             || matches!(
                 self.inputs.market,
                 MarketView::Ready {
@@ -141,6 +151,11 @@ impl<'a> Draft<'a> {
                     ..
                 }
             )
+    }
+
+    /// Whether the contract has a deletionTimestamp (its finalizer holds it).
+    pub fn deleting(&self) -> bool {
+        self.inputs.contract.metadata.deletion_timestamp.is_some()
     }
 
     pub fn condition_is(&self, type_: &str, reason: &str) -> bool {
@@ -245,10 +260,8 @@ impl<'a> Draft<'a> {
                 _ => self.start_bidding(),
             };
         };
-        if let MarketView::Missing { reason } = self.inputs.market {
-            let reason = format!("{reason}; the guest {} is kept until then", receipt.uri);
-            return self.no_requester(&reason);
-        }
+        // A guest the market already confirmed gone needs no market to finish
+        // its release, so a contract deleted while no Requester runs is not held.
         if self.guest_confirmed_gone() {
             if release {
                 self.released(
@@ -257,6 +270,10 @@ impl<'a> Draft<'a> {
                 );
             }
             return Next::Wait(None);
+        }
+        if let MarketView::Missing { reason } = self.inputs.market {
+            let reason = format!("{reason}; the guest {} is kept until then", receipt.uri);
+            return self.no_requester(&reason);
         }
         if release || phase == Phase::Failed {
             if let Some(wait) = self.retry_pending() {
@@ -371,11 +388,22 @@ impl<'a> Draft<'a> {
             Next::Call(command) => (Some(command), None),
             Next::Wait(requeue) => (None, requeue),
         };
+        let remove_finalizer = self.deleting()
+            && phase == Phase::Released
+            && self
+                .inputs
+                .contract
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == names::CONTRACT_RELEASE_FINALIZER);
         Step {
             status: self.status,
             record_receipt,
             command,
             requeue,
+            remove_finalizer,
         }
     }
 }

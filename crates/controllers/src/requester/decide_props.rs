@@ -1,7 +1,9 @@
 //! Property tests of [`super::decide`]: random market answers, failures,
-//! crashes between steps and status loss never make a second RFP after a
-//! receipt, never accept an unrecorded winner, never lose a release, and never
-//! call a contract Released while its guest lives.
+//! crashes between steps, status loss, a missing Requester and a direct
+//! delete of the contract never make a second RFP after a receipt, never
+//! accept an unrecorded winner, never lose a release, never call a contract
+//! Released while its guest lives, and never let a deleted contract go (remove
+//! its finalizer) while its guest lives.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{ComputeContract, ComputeContractPhase as Phase, Receipt};
@@ -10,8 +12,8 @@ use market::{Bid, GuestInfo, GuestStatus, RfpId};
 use proptest::prelude::*;
 
 use super::decide::{
-    Command, FailureKind, Inputs, MarketFailure, Observation, Operation, annotated_receipt, decide,
-    known_receipt,
+    Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Operation,
+    annotated_receipt, decide, known_receipt,
 };
 use super::test_fixtures::*;
 
@@ -135,6 +137,10 @@ enum Event {
     FailNext,
     LoseStatus,
     Boot(bool),
+    /// `kubectl delete`, or the garbage collector: a deletionTimestamp.
+    Delete,
+    /// The namespace's Requester is gone (`true`) or back (`false`).
+    RequesterAway(bool),
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -147,6 +153,8 @@ fn event() -> impl Strategy<Value = Event> {
         1 => Just(Event::FailNext),
         1 => Just(Event::LoseStatus),
         2 => any::<bool>().prop_map(Event::Boot),
+        1 => Just(Event::Delete),
+        1 => any::<bool>().prop_map(Event::RequesterAway),
     ]
 }
 
@@ -154,17 +162,34 @@ struct World {
     stored: ComputeContract,
     model: Model,
     now: DateTime<Utc>,
+    view: MarketView,
+    /// The release finalizer was removed from the deleted contract: it is gone.
+    gone: bool,
 }
 
 impl World {
+    /// A contract as the Infra controller creates it (with the release finalizer).
+    fn new() -> Self {
+        Self {
+            stored: held(contract()),
+            model: Model::default(),
+            now: t0(),
+            view: ready(),
+            gone: false,
+        }
+    }
+
     /// What act does, checking the invariants before every market call.
     fn reconcile(&mut self, max_calls: usize) -> Result<(), TestCaseError> {
+        if self.gone {
+            return Ok(());
+        }
         let mut observation = Observation::Nothing;
         for _ in 0..max_calls {
             let step = decide(
                 Inputs {
                     contract: &self.stored,
-                    market: &ready(),
+                    market: &self.view,
                     timing: &timing(),
                     now: self.now,
                 },
@@ -176,6 +201,16 @@ impl World {
             self.stored = apply(&self.stored, &step);
             if phase(&self.stored) == Some(Phase::Released) {
                 prop_assert!(!self.model.holds_guest(), "Released while the guest lives");
+            }
+            if step.remove_finalizer {
+                prop_assert!(
+                    self.stored.metadata.deletion_timestamp.is_some(),
+                    "finalizer removed from a live contract"
+                );
+                prop_assert!(!self.model.holds_guest(), "deleted while the guest lives");
+                prop_assert_eq!(step.command, None);
+                self.gone = true;
+                return Ok(());
             }
             let Some(command) = step.command else {
                 return Ok(());
@@ -207,6 +242,10 @@ impl World {
     }
 
     fn apply_event(&mut self, event: &Event) -> Result<(), TestCaseError> {
+        if self.gone && matches!(event, Event::Release | Event::LoseStatus | Event::Delete) {
+            // The object is gone from the API server: nothing can change it.
+            return Ok(());
+        }
         match event {
             Event::Tick(s) => self.now += secs(*s),
             Event::Reconcile(n) => self.reconcile(*n)?,
@@ -231,6 +270,20 @@ impl World {
                     self.model.guest = Some(if *ok { Guest::OnNetwork } else { Guest::Failed });
                 }
             }
+            Event::Delete => {
+                if self.stored.metadata.deletion_timestamp.is_none() {
+                    self.stored = deleted(self.stored.clone());
+                }
+            }
+            Event::RequesterAway(away) => {
+                self.view = if *away {
+                    MarketView::Missing {
+                        reason: "no Requester".to_owned(),
+                    }
+                } else {
+                    ready()
+                };
+            }
         }
         Ok(())
     }
@@ -241,29 +294,54 @@ proptest! {
 
     #[test]
     fn the_lifecycle_is_safe_under_any_schedule(events in proptest::collection::vec(event(), 1..60)) {
-        let mut world = World { stored: contract(), model: Model::default(), now: t0() };
+        let mut world = World::new();
         for event in &events {
             world.apply_event(event)?;
         }
         prop_assert_eq!(world.model.publishes_after_receipt, 0);
         // Whatever happened, a release request ends in Released with the guest gone.
         world.stored.spec.release = true;
+        world.view = ready();
         for _ in 0..40 {
             world.now += secs(400);
             world.reconcile(8)?;
         }
         prop_assert_eq!(phase(&world.stored), Some(Phase::Released));
         prop_assert!(!world.model.holds_guest());
+        let deleted = world.stored.metadata.deletion_timestamp.is_some();
+        prop_assert_eq!(world.gone, deleted, "a deleted contract goes once Released");
+    }
+
+    #[test]
+    fn no_guest_is_lost_when_the_contract_is_deleted_directly(
+        events in proptest::collection::vec(event(), 1..60)
+    ) {
+        // No spec.release ever: the deletion alone must release the guest, and
+        // the contract must not go before.
+        let mut world = World::new();
+        for event in events.iter().filter(|e| !matches!(e, Event::Release)) {
+            world.apply_event(event)?;
+        }
+        world.apply_event(&Event::Delete)?;
+        world.view = ready();
+        for _ in 0..40 {
+            world.now += secs(400);
+            world.reconcile(8)?;
+        }
+        prop_assert!(world.gone, "the deleted contract is still held");
+        prop_assert!(!world.model.holds_guest(), "a guest outlived its contract");
+        prop_assert_eq!(phase(&world.stored), Some(Phase::Released));
     }
 
     #[test]
     fn a_contract_with_bids_and_no_release_ends_deployed_or_failed(
         events in proptest::collection::vec(event(), 1..40)
     ) {
-        let mut world = World { stored: contract(), model: Model::default(), now: t0() };
-        for event in events.iter().filter(|e| !matches!(e, Event::Release)) {
+        let mut world = World::new();
+        for event in events.iter().filter(|e| !matches!(e, Event::Release | Event::Delete)) {
             world.apply_event(event)?;
         }
+        world.view = ready();
         world.model.bidders.push(bid("did:web:late", 1));
         for _ in 0..40 {
             world.now += secs(400);

@@ -4,12 +4,15 @@
 //!
 //! Watches ComputeContracts, Requesters and Infras (shared caches); writes
 //! ComputeContract status (status subresource, field manager
-//! `socialweb/requester`) and the receipt annotation, Requester status and
-//! finalizer, and deletes Infras (root delete order) and finished contracts
-//! (TTL, root delete order). It never writes a ComputeContract's spec.
+//! `socialweb/requester`), the receipt annotation, and removes the contract's
+//! release finalizer once a deleted contract is Released; writes Requester
+//! status and finalizer, and deletes Infras (root delete order) and finished
+//! contracts (TTL, root delete order). It never writes a ComputeContract's spec.
 //!
 //! - [`decide`]: the pure lifecycle (Pending -> Bidding -> Accepted -> Deployed
-//!   -> Releasing -> Released, or Failed), unit- and property-tested.
+//!   -> Releasing -> Released, or Failed), unit- and property-tested; a deleted
+//!   contract is released first, then its finalizer
+//!   ([`api::names::CONTRACT_RELEASE_FINALIZER`]) lets it go.
 //! - `act`: performs what decide says: annotation, status, market call, Event.
 //! - `root`: the Requester's status and finalizer.
 //! - [`ttl`]: finished ownerless contracts are deleted after their TTL.
@@ -26,6 +29,8 @@ mod lifecycle;
 mod observe;
 mod root;
 
+#[cfg(test)]
+mod decide_deleting_tests;
 #[cfg(test)]
 mod decide_edge_tests;
 #[cfg(test)]

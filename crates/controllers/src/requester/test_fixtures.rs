@@ -190,3 +190,20 @@ pub fn release(mut c: api::ComputeContract) -> api::ComputeContract {
     c.spec.release = true;
     c
 }
+
+/// The contract as the Infra controller creates it: with the release finalizer.
+pub fn held(mut c: api::ComputeContract) -> api::ComputeContract {
+    c.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
+    c
+}
+
+/// The contract after a DELETE that its finalizer holds: a deletionTimestamp
+/// and (as the API server does) a new generation.
+pub fn deleted(mut c: api::ComputeContract) -> api::ComputeContract {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    c.metadata.deletion_timestamp = Some(Time(
+        k8s_openapi::jiff::Timestamp::from_second(1_700_000_100).unwrap(),
+    ));
+    c.metadata.generation = Some(c.metadata.generation.unwrap_or(0) + 1);
+    c
+}

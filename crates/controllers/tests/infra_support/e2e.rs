@@ -19,8 +19,9 @@ pub async fn install(client: &Client) {
 }
 
 /// A Requester that only walks status: Pending -> Deployed, and on release
-/// Releasing -> Released (held at Releasing while `hold` is set). It polls
-/// (test code); the controllers never list.
+/// Releasing -> Released (held at Releasing while `hold` is set); like the real
+/// one, it removes the release finalizer of a deleted contract once Released.
+/// It polls (test code); the controllers never list.
 pub async fn fake_requester(client: Client, hold: Arc<AtomicBool>) {
     let api: Api<ComputeContract> = Api::namespaced(client, NS);
     let params = PatchParams::apply("socialweb/requester").force();
@@ -28,6 +29,17 @@ pub async fn fake_requester(client: Client, hold: Arc<AtomicBool>) {
         if let Ok(list) = api.list(&Default::default()).await {
             for contract in list {
                 let phase = contract.status.as_ref().and_then(|s| s.phase);
+                if contract.metadata.deletion_timestamp.is_some() && phase == Some(P::Released) {
+                    let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                    let _ = api
+                        .patch(
+                            &contract.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(patch),
+                        )
+                        .await;
+                    continue;
+                }
                 let next = match (contract.spec.release, phase) {
                     (false, None) => Some(P::Pending),
                     (false, Some(P::Pending)) => Some(P::Deployed),
