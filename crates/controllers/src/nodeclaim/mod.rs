@@ -261,33 +261,34 @@ async fn reconcile_cluster(cluster: Arc<Cluster>, runtime: Arc<Runtime>) -> Resu
         namespace: cluster.namespace().unwrap_or_default(),
         name: cluster.name_any(),
     };
-    reconcile_key(&runtime, &key, Some(cluster)).await
+    reconcile_key(&runtime, &key).await
 }
 
 /// Claims whose Cluster exists are the Cluster controller's; the rest are reconciled here.
 async fn reconcile_orphan(claim: Arc<NodeClaim>, runtime: Arc<Runtime>) -> Result<Action> {
+    // Before the Clusters' cache is listed every claim would look orphaned,
+    // lose its entry, and have its running machine released.
+    runtime.stores.wait_until_ready().await;
     let key = ClusterKey::of_claim(&claim);
     if key.name.is_empty() || key.name.contains('/') {
         // Not a name: no Cluster can have it, so no other claim shares the key's objects.
     } else if runtime.stores.clusters.get(&cluster_ref(&key)).is_some() {
         return Ok(Action::await_change());
     }
-    reconcile_key(&runtime, &key, None).await
+    reconcile_key(&runtime, &key).await
 }
 
 /// One reconcile of a Cluster key: read the cache, decide, act.
 #[tracing::instrument(skip_all, fields(cluster = %key))]
-async fn reconcile_key(
-    runtime: &Runtime,
-    key: &ClusterKey,
-    cluster: Option<Arc<Cluster>>,
-) -> Result<Action> {
+async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let ctx = &runtime.ctx;
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
     let stores = &runtime.stores;
     // A cache without its initial list would look like claims were deleted,
     // and the Infra composed from it would release their machines.
     stores.wait_until_ready().await;
+    // Read from the cache after readiness, like everything else this reconcile decides from.
+    let cluster = stores.clusters.get(&cluster_ref(key));
     let claims = stores
         .claims
         .state_filter(|c| ClusterKey::of_claim(c) == *key);
