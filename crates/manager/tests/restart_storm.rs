@@ -92,3 +92,42 @@ async fn killed_at_any_instant_it_converges_to_the_same_objects() {
     assert_eq!(env.market.running_guests(), 1, "only w0's machine runs");
     assert_all(&env).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_any_instant_while_deleting_nothing_is_left_and_every_machine_is_released() {
+    let mut env = Env::start().await;
+    let (_, a, b) = env.two_joined().await;
+    env.clusters(NS)
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    storm(&mut env, 8).await;
+    support::invariants::assert_cluster_gone(&env, NS, "c1").await;
+
+    env.requesters()
+        .delete("root", &DeleteParams::default())
+        .await
+        .unwrap();
+    storm(&mut env, 4).await;
+    env.wait_gone(&env.requesters(), "root").await;
+
+    let history = env.server.history();
+    let receipts = receipts_of(&history, None);
+    for claim in [&a, &b] {
+        let entry = api::names::entry_name(&claim.uid().unwrap());
+        let contract = api::names::compute_contract_name(&api::names::infra_name(NS, "c1"), &entry);
+        assert!(
+            env.market.release_calls(&receipts[&contract]) >= 1,
+            "{contract}: released"
+        );
+        assert_eq!(
+            env.market
+                .rfps_published(&ContractKey::new(CONTRACT_NS, &contract)),
+            1
+        );
+    }
+    assert_eq!(env.market.running_guests(), 0);
+    support::invariants::deleted_only_when_released(&history);
+    support::invariants::writers_are_exclusive(&history);
+    support::invariants::assert_quiet(&env).await;
+}
