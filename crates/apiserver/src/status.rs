@@ -265,6 +265,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // StatusReasonUnknown is "" and omitted, as the real server's plain errors are.
+            if let Some(fields) = status.as_object_mut() {
+                fields.remove("reason");
+            }
+        }
         let mut details = serde_json::Map::new();
         if let Some(name) = &self.name {
             details.insert("name".into(), json!(name));

@@ -147,7 +147,11 @@ pub fn create(res: &Resource, mut object: Value, namespace: Option<&str>) -> Api
         .and_then(Value::as_str)
         .is_some_and(|v| !v.is_empty())
     {
-        return Err(ApiError::bad_request(
+        // The real server's storage refuses it with a plain error, which the apiserver
+        // answers as 500 without a reason (StatusReasonUnknown).
+        return Err(ApiError::new(
+            500,
+            "",
             "resourceVersion should not be set on objects to be created",
         ));
     }

@@ -1,0 +1,82 @@
+//! Section 2, the `/status` subresource and the main endpoint's treatment of `.status`.
+
+use serde_json::json;
+
+use crate::kit::{MERGE, WIDGETS, create_widget, get, patch, post, put, widget, widget_server};
+
+#[tokio::test]
+async fn r2_13_status_get_put_and_patch_write_only_status() {
+    let server = widget_server().await;
+    let created = create_widget(&server, "w", &json!({"size": 1})).await;
+    let status_path = format!("{WIDGETS}/w/status");
+    let read = get(&server, &status_path).await;
+    assert_eq!(
+        read.ok(200)["metadata"]["name"],
+        "w",
+        "GET /status is the whole object"
+    );
+
+    let patched = patch(
+        &server,
+        &status_path,
+        MERGE,
+        &json!({"status": {"ready": true}, "spec": {"size": 9},
+                "metadata": {"labels": {"sneaky": "yes"}}}),
+    )
+    .await;
+    let body = patched.ok(200);
+    assert_eq!(body["status"]["ready"], true);
+    assert_eq!(
+        body["spec"]["size"], 1,
+        "spec is copied from the old object"
+    );
+    assert!(body["metadata"]["labels"].get("sneaky").is_none(), "{body}");
+    assert!(patched.rv() > crate::kit::rv(&created));
+
+    let mut replacement = body.clone();
+    replacement["status"] = json!({"ready": false, "seen": 1});
+    replacement["spec"]["size"] = json!(7);
+    let replaced = put(&server, &status_path, &replacement).await;
+    let body = replaced.ok(200);
+    assert_eq!(body["status"], json!({"ready": false, "seen": 1}));
+    assert_eq!(body["spec"]["size"], 1);
+    assert_eq!(body["metadata"]["generation"], 1);
+}
+
+#[tokio::test]
+async fn r2_14_the_main_endpoint_ignores_status() {
+    let server = widget_server().await;
+    create_widget(&server, "w", &json!({"size": 1})).await;
+    let path = format!("{WIDGETS}/w");
+    patch(
+        &server,
+        &format!("{path}/status"),
+        MERGE,
+        &json!({"status": {"ready": true}}),
+    )
+    .await
+    .ok(200);
+    let patched = patch(
+        &server,
+        &path,
+        MERGE,
+        &json!({"spec": {"size": 2}, "status": {"ready": false}}),
+    )
+    .await;
+    let body = patched.ok(200);
+    assert_eq!(body["spec"]["size"], 2);
+    assert_eq!(body["status"]["ready"], true, "status kept: {body}");
+    let mut replacement = body.clone();
+    replacement["status"] = json!({"seen": 5});
+    let replaced = put(&server, &path, &replacement).await;
+    assert_eq!(replaced.ok(200)["status"], json!({"ready": true}));
+}
+
+#[tokio::test]
+async fn r2_15_create_drops_status() {
+    let server = widget_server().await;
+    let mut body = widget("w", &json!({"size": 1}));
+    body["status"] = json!({"ready": true});
+    let created = post(&server, WIDGETS, &body).await;
+    assert!(created.ok(201).get("status").is_none(), "{}", created.body);
+}
