@@ -273,6 +273,31 @@ async fn a_contract_deleted_before_it_got_a_receipt_goes_at_once_without_a_relea
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ttl_still_deletes_a_finished_ownerless_contract_that_holds_the_finalizer() {
+    let env = Env::start().await;
+    let _controllers = Controllers::start(&env);
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    let mut contract = ComputeContract::new("short", contract_spec(1));
+    contract.metadata.namespace = Some(NS.to_owned());
+    contract.metadata.finalizers = Some(vec![CONTRACT_RELEASE_FINALIZER.to_owned()]);
+    let params = PostParams {
+        field_manager: Some(TEST_INFRA.to_owned()),
+        ..PostParams::default()
+    };
+    env.contracts().create(&params, &contract).await.unwrap();
+    let deployed = env
+        .wait_contract("short", WAIT, |c| phase_of(c) == Some(Phase::Deployed))
+        .await;
+    let uid = deployed.uid().unwrap();
+    env.release("short").await;
+    // Released, then deleted by the TTL one second later, then let go by the finalizer.
+    wait_gone(&env, "short", &uid).await;
+    assert_released_before_gone(&env, "short", &uid);
+    assert_eq!(env.market.running_guests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "known gap (plan 0004 C5): the market keys a contract by namespace/name, so the \
             replacement the Infra controller creates under the same name is handed the old, \
             released guest's receipt and goes Failed GuestLost instead of renting a new machine"]
