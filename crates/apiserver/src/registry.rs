@@ -226,6 +226,16 @@ const BUILTINS: &[Builtin] = &[
         status: false,
     },
     Builtin {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        short: &["pdb"],
+        all: false,
+        status: true,
+    },
+    Builtin {
         group: "coordination.k8s.io",
         version: "v1",
         plural: "leases",

@@ -433,3 +433,76 @@ async fn r4_9_faults_are_injected_and_requests_counted() {
     assert_eq!(counters.by_verb_resource.get("create configmaps"), Some(&5));
     assert!(server.requests().iter().any(|r| r.status == 503));
 }
+
+#[tokio::test]
+#[ignore = "GAP: the real server validates built-in kinds (422 Invalid, cause spec.template.metadata.labels: selector does not match template labels); we store built-in kinds without a schema or validation"]
+async fn r4_10_built_in_kinds_are_validated() {
+    let server = TestServer::start().await.unwrap();
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "other"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+    let answer = post(
+        &server,
+        "/apis/apps/v1/namespaces/default/deployments",
+        &deployment,
+    )
+    .await;
+    answer.assert_status(422, "Invalid");
+}
+
+#[tokio::test]
+async fn r4_11_pod_disruption_budgets_are_served() {
+    let server = TestServer::start().await.unwrap();
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "p"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "d"}}}});
+    let created = post(
+        &server,
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        &pdb,
+    )
+    .await;
+    assert_eq!(created.ok(201)["spec"]["minAvailable"], 1);
+}
+
+/// Protobuf wire encoding, just enough for an envelope around a metadata-only object.
+fn protobuf_field(number: u64, bytes: &[u8], out: &mut Vec<u8>) {
+    let mut varint = |mut value: u64| loop {
+        let byte = u8::try_from(value & 0x7f).unwrap();
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    };
+    varint((number << 3) | 2);
+    varint(bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+#[tokio::test]
+#[ignore = "GAP: the real server accepts protobuf bodies for every built-in kind (201 for this Role); we decode only Secret, ConfigMap, Namespace, ServiceAccount and DeleteOptions and answer 415"]
+async fn r4_12_protobuf_bodies_of_every_built_in_kind_are_accepted() {
+    let server = TestServer::start().await.unwrap();
+    let mut meta = Vec::new();
+    protobuf_field(1, b"reader", &mut meta);
+    let mut role = Vec::new();
+    protobuf_field(1, &meta, &mut role);
+    let mut type_meta = Vec::new();
+    protobuf_field(1, b"rbac.authorization.k8s.io/v1", &mut type_meta);
+    protobuf_field(2, b"Role", &mut type_meta);
+    let mut body = b"k8s\0".to_vec();
+    protobuf_field(1, &type_meta, &mut body);
+    protobuf_field(2, &role, &mut body);
+    let answer = call_with(
+        &server,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+        "application/vnd.kubernetes.protobuf",
+        Some(JSON),
+        body,
+    )
+    .await;
+    assert_eq!(answer.code, 201, "{}", answer.body);
+}

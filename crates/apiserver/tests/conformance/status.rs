@@ -80,3 +80,49 @@ async fn r2_15_create_drops_status() {
     let created = post(&server, WIDGETS, &body).await;
     assert!(created.ok(201).get("status").is_none(), "{}", created.body);
 }
+
+#[tokio::test]
+async fn r3_31_without_a_status_subresource_status_is_spec_like() {
+    let server = widget_server().await;
+    let mut crd = crate::kit::widget_crd();
+    crd["metadata"]["name"] = json!("gizmos.conformance.example.com");
+    crd["spec"]["names"] = json!({"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"});
+    crd["spec"]["versions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("subresources");
+    post(
+        &server,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crd,
+    )
+    .await
+    .ok(201);
+    let gizmos = "/apis/conformance.example.com/v1/namespaces/default/gizmos";
+    crate::kit::eventually("gizmos are served", || async {
+        get(&server, gizmos).await.code == 200
+    })
+    .await;
+    let body = json!({"apiVersion": "conformance.example.com/v1", "kind": "Gizmo",
+        "metadata": {"name": "g"}, "spec": {"size": 1}, "status": {"ready": true}});
+    let created = post(&server, gizmos, &body).await;
+    assert_eq!(
+        created.ok(201)["status"]["ready"],
+        true,
+        "create keeps .status"
+    );
+    let patched = patch(
+        &server,
+        &format!("{gizmos}/g"),
+        MERGE,
+        &json!({"status": {"ready": false}}),
+    )
+    .await;
+    let object = patched.ok(200);
+    assert_eq!(object["status"]["ready"], false);
+    assert_eq!(
+        object["metadata"]["generation"], 2,
+        "a status change is a generation"
+    );
+    assert_eq!(get(&server, &format!("{gizmos}/g/status")).await.code, 404);
+}
