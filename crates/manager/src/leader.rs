@@ -404,8 +404,11 @@ where
 
         // Leader.
         tracing::info!("became leader: starting the controllers");
+        // Built before the gauge says "leader", so whoever sees the gauge also
+        // sees what building them set (e.g. not ready until the caches sync).
+        let controllers = make_controllers();
         metrics.set_leader(true);
-        let term = lead(&*lock, make_controllers(), &shutdown).await;
+        let term = lead(&*lock, controllers, &shutdown).await;
         metrics.set_leader(false);
         match term {
             Term::Lost => {

@@ -3,7 +3,8 @@
 //! # Expected flow
 //!
 //! 1. Connect (kubeconfig, else in-cluster), listen for SIGTERM/SIGINT.
-//! 2. Serve `/metrics`, `/healthz` and `/readyz` for the life of the process.
+//! 2. Bind the HTTP port (failing at once when it is taken) and serve `/metrics`,
+//!    `/healthz` and `/readyz` for the life of the process.
 //! 3. Wait for the Lease (unless `--leader-elect=false`); while leading, run
 //!    the three reconcilers through [`Controllers::start`].
 //!
@@ -11,6 +12,10 @@
 //!
 //! A follower is ready at once (it only waits); a leader turns ready once its
 //! caches hold their initial lists, and back to ready-as-follower after its term.
+//! The leader gauge turns 1 only after readiness went to not-ready.
+//!
+//! [`run_process`] is everything after the connection: tests run several
+//! replicas in one process with their own [`Process`] (client, clock, markets).
 
 use std::sync::Arc;
 
@@ -19,9 +24,9 @@ use controllers::{Clock, SystemClock, metrics::Metrics, requester::Markets};
 use prometheus_client::registry::Registry;
 
 use crate::{
-    http::{self, HttpArgs, Readiness},
-    leader::{self, LeaderArgs},
-    shutdown::ShutdownArgs,
+    http::{HttpArgs, HttpServer, Readiness},
+    leader::{self, LeaderArgs, LeaderConfig},
+    shutdown::{Shutdown, ShutdownArgs},
     wiring::{ControllerOptions, Controllers},
 };
 
@@ -56,26 +61,69 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _signals = shutdown
         .listen_for_signals()
         .context("listen for SIGTERM/SIGINT")?;
+    let http = HttpServer::bind(args.http.http_addr)
+        .await
+        .context("the metrics and health port")?;
+    let election = args
+        .leader
+        .config(&args.controllers.contract_namespace)
+        .context("leader election settings")?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // One set of markets for the process, so a second term finds the markets of the first.
+    let markets = Arc::new(Markets::new(Arc::clone(&clock)));
+    let process = Process {
+        client,
+        clock,
+        markets,
+        http,
+        shutdown,
+    };
+    run_process(process, args.controllers, election).await
+}
 
+/// What [`run`] takes from its environment; tests build their own to run
+/// several replicas in one test process.
+pub struct Process {
+    /// Every request of this replica goes through it.
+    pub client: kube::Client,
+    /// Where time comes from.
+    pub clock: Arc<dyn Clock>,
+    /// The markets of the Requesters (built from their specs in [`run`]).
+    pub markets: Arc<Markets>,
+    /// The bound port for `/metrics`, `/healthz` and `/readyz`.
+    pub http: HttpServer,
+    /// Ends the process: stop taking work, finish in flight, release the Lease.
+    pub shutdown: Shutdown,
+}
+
+/// The body of [`run`]: serves the HTTP port and runs the controllers while
+/// leading the election (at once when `election` is `None`).
+///
+/// # Errors
+///
+/// As [`run`], after the connection and the flags were checked.
+pub async fn run_process(
+    process: Process,
+    options: ControllerOptions,
+    election: Option<LeaderConfig>,
+) -> anyhow::Result<()> {
+    let Process {
+        client,
+        clock,
+        markets,
+        http,
+        shutdown,
+    } = process;
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let readiness = Readiness::new();
     // Followers are ready: they serve health and wait for the Lease.
     readiness.set(true);
-    let http = tokio::spawn(http::serve(
-        args.http.http_addr,
-        Arc::new(registry),
-        readiness.clone(),
-        shutdown.signaled(),
-    ));
+    let http = tokio::spawn(http.serve(Arc::new(registry), readiness.clone(), shutdown.signaled()));
 
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    // One set of markets for the process, so a second term finds the markets of the first.
-    let markets = Arc::new(Markets::new(Arc::clone(&clock)));
     let make_controllers = {
         let client = client.clone();
         let metrics = metrics.clone();
-        let options = args.controllers.clone();
         let readiness = readiness.clone();
         move || {
             let running = Controllers {
@@ -104,11 +152,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
 
-    let outcome = match args
-        .leader
-        .config(&args.controllers.contract_namespace)
-        .context("leader election settings")?
-    {
+    let outcome = match election {
         Some(config) => {
             leader::run_while_leader(client, config, metrics, make_controllers, shutdown).await
         }

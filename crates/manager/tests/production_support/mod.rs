@@ -1,0 +1,461 @@
+//! Fixtures of the production tests: an embedded API server with the CRDs, a
+//! shared local market, manager replicas run through the real `run` path
+//! ([`manager::run::run_process`]: HTTP port, leader election, the wiring) each
+//! on its own tokio runtime (so killing one is process death), and readers for
+//! the request log and the Prometheus text.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+pub mod process;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{ComputeContract, NodeClaim, NodeClaimPhase, Requester};
+use apiserver::audit::RequestRecord;
+use apiserver::testing::TestServer;
+use controllers::requester::{MarketClock, Markets};
+use controllers::{Clock, SystemClock};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use manager::http::HttpServer;
+use manager::leader::LeaderConfig;
+use manager::run::{Process, run_process};
+use manager::shutdown::Shutdown;
+use manager::wiring::ControllerOptions;
+use market::{ContractKey, LocalMarket, LocalMarketConfig};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub use crate::support::{CONTRACT_NS, NS, eventually};
+
+/// The Lease the replicas elect on (the default of `--lease-name`).
+pub const LEASE: &str = manager::leader::DEFAULT_LEASE_NAME;
+/// Short leases keep a failover to a few seconds.
+pub const LEASE_DURATION: Duration = Duration::from_secs(3);
+/// Renewal period of the short leases.
+pub const LEASE_RENEW: Duration = Duration::from_secs(1);
+
+/// The embedded API server, a client without identity, and the shared market.
+pub struct World {
+    pub server: TestServer,
+    pub client: Client,
+    pub market: Arc<LocalMarket>,
+}
+
+impl World {
+    /// A server with the namespaces; the CRDs only when `crds` (readiness tests start without).
+    pub async fn start(crds: bool) -> Self {
+        crate::support::logs::capture();
+        crate::support::logs::dump_on_panic();
+        let server = TestServer::start().await.unwrap();
+        let client = server.client();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        for ns in [NS, CONTRACT_NS] {
+            let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+            namespaces.create(&PostParams::default(), &n).await.unwrap();
+        }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let market = Arc::new(
+            LocalMarket::new(
+                LocalMarketConfig {
+                    seed: 7,
+                    ..LocalMarketConfig::default()
+                },
+                Arc::new(MarketClock(clock)),
+            )
+            .unwrap(),
+        );
+        let world = Self {
+            server,
+            client,
+            market,
+        };
+        if crds {
+            world.install_crds().await;
+        }
+        world
+    }
+
+    pub async fn install_crds(&self) {
+        manager::dev::install_crds(&self.client).await.unwrap();
+    }
+
+    /// The Requester `root`: three bidders that boot in `boot_millis`, its
+    /// market state in `state_dir` when given (so it outlives a process).
+    pub async fn create_requester(&self, boot_millis: u32, state_dir: Option<&Path>) {
+        let mut local = json!({"seed": 7, "bidders": [
+            {"did": "did:web:cheap.example", "cost": 90, "currency": "EUR",
+             "capacity": 6, "bootDelayMillis": boot_millis},
+            {"did": "did:web:fast.example", "cost": 120, "currency": "EUR",
+             "capacity": 6, "bootDelayMillis": boot_millis},
+        ]});
+        if let Some(dir) = state_dir {
+            local["stateDir"] = json!(dir.display().to_string());
+        }
+        let requester: Requester = serde_json::from_value(json!({
+            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Requester",
+            "metadata": {"name": "root", "namespace": CONTRACT_NS},
+            "spec": {"bidWindowSeconds": 1, "maxInFlight": 20, "market": {"local": local}},
+        }))
+        .unwrap();
+        Api::<Requester>::namespaced(self.client.clone(), CONTRACT_NS)
+            .create(&PostParams::default(), &requester)
+            .await
+            .unwrap();
+    }
+
+    /// A Cluster reported Ready with an endpoint and a CA.
+    pub async fn create_ready_cluster(&self, name: &str) {
+        let clusters: Api<api::Cluster> = Api::namespaced(self.client.clone(), NS);
+        let cluster: api::Cluster = serde_json::from_value(json!({
+            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"account": "did:plc:tenant", "running": true},
+        }))
+        .unwrap();
+        clusters
+            .create(&PostParams::default(), &cluster)
+            .await
+            .unwrap();
+        clusters
+            .patch_status(
+                name,
+                &PatchParams::apply("test/cluster-runner").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": name},
+                    "status": {"phase": "Ready", "url": crate::support::URL,
+                               "caData": crate::support::ca_data(name)},
+                })),
+            )
+            .await
+            .unwrap();
+    }
+
+    pub fn claims(&self) -> Api<NodeClaim> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// Creates claims of 2 CPUs on `cluster`.
+    pub async fn create_claims(&self, cluster: &str, names: &[&str]) {
+        for name in names {
+            let claim: NodeClaim =
+                serde_json::from_value(crate::support::Env::claim_json(NS, name, cluster, 2))
+                    .unwrap();
+            self.claims()
+                .create(&PostParams::default(), &claim)
+                .await
+                .unwrap();
+        }
+    }
+
+    pub async fn claim_phase(&self, name: &str) -> Option<NodeClaimPhase> {
+        self.claims()
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()?
+            .status?
+            .phase
+    }
+
+    pub async fn wait_joined(&self, names: &[&str]) {
+        for name in names {
+            eventually(&format!("{NS}/{name} Joined"), || async move {
+                (self.claim_phase(name).await == Some(NodeClaimPhase::Joined)).then_some(())
+            })
+            .await;
+        }
+    }
+
+    pub async fn wait_claim_gone(&self, name: &str) {
+        eventually(&format!("{NS}/{name} gone"), || async move {
+            self.claims()
+                .get_opt(name)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// The market key of a claim's ComputeContract, once it has one.
+    pub async fn contract_key(&self, claim: &str) -> ContractKey {
+        eventually(&format!("a contract for {claim}"), || async move {
+            let uid = self.claims().get(claim).await.ok()?.uid()?;
+            let entry = api::names::entry_name(&uid);
+            let contracts: Api<ComputeContract> = Api::namespaced(self.client.clone(), CONTRACT_NS);
+            let listed = contracts
+                .list(
+                    &ListParams::default()
+                        .labels(&format!("{}={entry}", api::names::CONTRACT_LABEL)),
+                )
+                .await
+                .ok()?;
+            let contract = listed.items.into_iter().next()?;
+            Some(ContractKey::new(CONTRACT_NS, contract.name_any()))
+        })
+        .await
+    }
+
+    /// Who holds the Lease now.
+    pub async fn lease_holder(&self) -> Option<String> {
+        Api::<Lease>::namespaced(self.client.clone(), CONTRACT_NS)
+            .get_opt(LEASE)
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .holder_identity
+    }
+
+    /// Every request of `agent` other than to the Lease, with its place in the log.
+    pub fn work_of(&self, agent: &str) -> Vec<(usize, RequestRecord)> {
+        self.server
+            .requests()
+            .into_iter()
+            .enumerate()
+            .filter(|(_, r)| r.user_agent == agent && r.resource != "leases")
+            .collect()
+    }
+
+    /// The writes among [`World::work_of`].
+    pub fn writes_of(&self, agent: &str) -> Vec<(usize, RequestRecord)> {
+        self.work_of(agent)
+            .into_iter()
+            .filter(|(_, r)| {
+                matches!(
+                    r.verb.as_str(),
+                    "create" | "update" | "patch" | "delete" | "deletecollection"
+                )
+            })
+            .collect()
+    }
+}
+
+/// One manager replica on its own runtime: dropping or [`Replica::kill`]ing it
+/// stops every task it started at once, without releasing the Lease.
+pub struct Replica {
+    pub identity: String,
+    /// The User-Agent of every request it makes: how the request log tells replicas apart.
+    pub agent: String,
+    pub http: SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Replica {
+    /// Starts `manager run` in this process: election on [`LEASE`] unless `elect`
+    /// is false, markets on `market` when given (else built from the Requester's spec).
+    pub async fn start(
+        world: &World,
+        identity: &str,
+        market: Option<Arc<LocalMarket>>,
+        elect: bool,
+    ) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name(identity)
+            .build()
+            .unwrap();
+        let agent = format!("socialweb-manager/{identity}");
+        let url = world.server.url();
+        let election = elect.then(|| LeaderConfig {
+            namespace: CONTRACT_NS.to_owned(),
+            lease_name: LEASE.to_owned(),
+            identity: identity.to_owned(),
+            duration: LEASE_DURATION,
+            renew_period: LEASE_RENEW,
+        });
+        let (bound_tx, bound) = tokio::sync::oneshot::channel();
+        let header = agent.clone();
+        runtime.spawn(async move {
+            // Built on this runtime: the client's background tasks must die with it.
+            let client = client_for(&url, &header);
+            let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+            let markets = Arc::new(match market {
+                Some(market) => Markets::with_local_market(Arc::clone(&clock), market),
+                None => Markets::new(Arc::clone(&clock)),
+            });
+            let http = HttpServer::bind("127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap();
+            let _ = bound_tx.send(http.local_addr());
+            let process = Process {
+                client,
+                clock,
+                markets,
+                http,
+                shutdown: Shutdown::new(Duration::from_secs(5)),
+            };
+            if let Err(error) = run_process(process, ControllerOptions::default(), election).await {
+                tracing::error!("replica stopped: {error:#}");
+            }
+        });
+        let http = bound.await.unwrap();
+        Self {
+            identity: identity.to_owned(),
+            agent,
+            http,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// Process death: every task stops where it is; the Lease is not released.
+    pub fn kill(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.http, path).await
+    }
+
+    /// `/metrics`, parsed.
+    pub async fn metrics(&self) -> Metrics {
+        let (status, body) = self.get("/metrics").await;
+        assert_eq!(status, 200, "/metrics answered {status}: {body}");
+        Metrics::parse(&body)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client for `url` that says `agent` in every request's User-Agent
+/// (kube sets none of its own, so this is the only one the server sees).
+pub fn client_for(url: &str, agent: &str) -> Client {
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.default_namespace = "default".into();
+    config.read_timeout = Some(Duration::from_secs(300));
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(agent).unwrap(),
+    ));
+    Client::try_from(config).unwrap()
+}
+
+/// GET over a fresh HTTP/1.1 connection: (status, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut raw))
+        .await
+        .expect("the HTTP port answers within 10 s")
+        .unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
+/// A `/metrics` answer checked against the OpenMetrics text format: every
+/// sample belongs to a family declared by `# TYPE`, has well-formed labels and
+/// a number, and the text ends with `# EOF`.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// Value by series (`name{label="value",...}` exactly as exposed).
+    pub samples: BTreeMap<String, f64>,
+    /// Type by family name.
+    pub families: BTreeMap<String, String>,
+}
+
+impl Metrics {
+    pub fn parse(text: &str) -> Self {
+        let mut samples = BTreeMap::new();
+        let mut families = BTreeMap::new();
+        let mut saw_eof = false;
+        for line in text.lines() {
+            assert!(!saw_eof, "text after # EOF: {line:?}");
+            if line == "# EOF" {
+                saw_eof = true;
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# ") {
+                let mut words = rest.splitn(3, ' ');
+                let (keyword, family) = (words.next().unwrap(), words.next().unwrap());
+                assert!(valid_name(family), "bad family name in {line:?}");
+                match keyword {
+                    "TYPE" => {
+                        families.insert(family.to_owned(), words.next().unwrap().to_owned());
+                    }
+                    "HELP" | "UNIT" => {}
+                    other => panic!("unknown metadata {other:?} in {line:?}"),
+                }
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
+            let value: f64 = value
+                .parse()
+                .unwrap_or_else(|_| panic!("not a number in {line:?}"));
+            let name = series.split('{').next().unwrap();
+            assert!(valid_name(name), "bad metric name in {line:?}");
+            if let Some(labels) = series.strip_prefix(name).filter(|l| !l.is_empty()) {
+                assert!(valid_labels(labels), "bad labels in {line:?}");
+            }
+            let family = ["_total", "_bucket", "_count", "_sum", "_created", "_info"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|base| families.contains_key(*base))
+                .unwrap_or(name);
+            assert!(families.contains_key(family), "no # TYPE for {line:?}");
+            assert!(
+                samples.insert(series.to_owned(), value).is_none(),
+                "series twice: {series}"
+            );
+        }
+        assert!(saw_eof, "the text does not end with # EOF");
+        Self { samples, families }
+    }
+
+    /// The value of one series, 0 when absent (a counter not yet touched).
+    pub fn value(&self, series: &str) -> f64 {
+        self.samples.get(series).copied().unwrap_or(0.0)
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// `{k="v",k2="v2"}` with escaped quotes allowed inside values.
+fn valid_labels(labels: &str) -> bool {
+    let Some(inner) = labels.strip_prefix('{').and_then(|l| l.strip_suffix('}')) else {
+        return false;
+    };
+    let mut rest = inner;
+    while !rest.is_empty() {
+        let Some((key, after)) = rest.split_once("=\"") else {
+            return false;
+        };
+        if !valid_name(key) {
+            return false;
+        }
+        let mut escaped = false;
+        let Some(end) = after.char_indices().find_map(|(i, c)| {
+            let closes = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            closes.then_some(i)
+        }) else {
+            return false;
+        };
+        rest = &after[end + 1..];
+        rest = rest.strip_prefix(',').unwrap_or(rest);
+    }
+    true
+}
