@@ -19,7 +19,6 @@ use apiserver::testing::TestServer;
 use controllers::requester::{MarketClock, Markets};
 use controllers::{Clock, SystemClock};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use manager::http::HttpServer;
@@ -27,11 +26,16 @@ use manager::leader::LeaderConfig;
 use manager::run::{Process, run_process};
 use manager::shutdown::Shutdown;
 use manager::wiring::ControllerOptions;
-use market::{ContractKey, LocalMarket, LocalMarketConfig};
+use market::{ContractKey, LocalMarket};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub use crate::support::{CONTRACT_NS, NS, eventually};
+pub use testkit::eventually;
+
+/// The tenant namespace of the Clusters and claims.
+pub const NS: &str = "tenant-a";
+/// Where Infras, ComputeContracts, join Secrets, the Requester and the Lease live.
+pub const CONTRACT_NS: &str = api::DEFAULT_CONTRACT_NAMESPACE;
 
 /// The Lease the replicas elect on (the default of `--lease-name`).
 pub const LEASE: &str = manager::leader::DEFAULT_LEASE_NAME;
@@ -54,22 +58,9 @@ impl World {
         crate::support::logs::dump_on_panic();
         let server = TestServer::start().await.unwrap();
         let client = server.client();
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        for ns in [NS, CONTRACT_NS] {
-            let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-            namespaces.create(&PostParams::default(), &n).await.unwrap();
-        }
+        testkit::create_namespaces(&client, &[NS, CONTRACT_NS]).await;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market = Arc::new(
-            LocalMarket::new(
-                LocalMarketConfig {
-                    seed: 7,
-                    ..LocalMarketConfig::default()
-                },
-                Arc::new(MarketClock(clock)),
-            )
-            .unwrap(),
-        );
+        let market = testkit::local_market(7, Arc::new(MarketClock(clock)));
         let world = Self {
             server,
             client,
@@ -82,7 +73,7 @@ impl World {
     }
 
     pub async fn install_crds(&self) {
-        manager::dev::install_crds(&self.client).await.unwrap();
+        testkit::install_crds(&self.client).await;
     }
 
     /// The Requester `root`: three bidders that boot in `boot_millis`, its
@@ -129,8 +120,8 @@ impl World {
                 &Patch::Apply(json!({
                     "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
                     "metadata": {"name": name},
-                    "status": {"phase": "Ready", "url": crate::support::URL,
-                               "caData": crate::support::ca_data(name)},
+                    "status": {"phase": "Ready", "url": "https://c1.tenant-a.example:6443",
+                               "caData": ca_data(name)},
                 })),
             )
             .await
@@ -144,9 +135,16 @@ impl World {
     /// Creates claims of 2 CPUs on `cluster`.
     pub async fn create_claims(&self, cluster: &str, names: &[&str]) {
         for name in names {
-            let claim: NodeClaim =
-                serde_json::from_value(crate::support::Env::claim_json(NS, name, cluster, 2))
-                    .unwrap();
+            let claim: NodeClaim = serde_json::from_value(json!({
+                "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {
+                    "clusterName": cluster,
+                    "resources": {"cpus": 2, "memory": 2048, "disk": 10, "network": 100},
+                    "location": {"country": "DE"},
+                },
+            }))
+            .unwrap();
             self.claims()
                 .create(&PostParams::default(), &claim)
                 .await
@@ -237,6 +235,14 @@ impl World {
             })
             .collect()
     }
+}
+
+/// A PEM-looking CA, base64 as a Cluster reports it.
+fn ca_data(tag: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(format!(
+        "-----BEGIN CERTIFICATE-----\nCA-{tag}\n-----END CERTIFICATE-----\n"
+    ))
 }
 
 /// One manager replica on its own runtime: dropping or [`Replica::kill`]ing it
