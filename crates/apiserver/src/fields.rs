@@ -1,7 +1,7 @@
 //! The boundary to field management (`apimachinery::managed_fields`): server-side apply
 //! and managedFields bookkeeping for Update-type writes.
 
-use apimachinery::managed_fields::{self, AtomicLists, SchemaTypes};
+use apimachinery::managed_fields::{self, SchemaTypes};
 use serde_json::Value;
 
 pub use apimachinery::managed_fields::ListType;
@@ -9,10 +9,34 @@ pub use apimachinery::managed_fields::ListType;
 use crate::registry::Resource;
 use crate::status::{ApiError, Cause};
 
+/// The list types of built-in kinds (stored without a schema) that controllers and Helm
+/// meet under server-side apply: the pod template's keyed lists, as the real server's
+/// OpenAPI declares them (`x-kubernetes-list-type: map`). Every other list is atomic.
+#[derive(Debug, Clone, Copy, Default)]
+struct BuiltinLists;
+
+const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
+
+impl SchemaTypes for BuiltinLists {
+    fn list_type(&self, path: &[&str]) -> ListType {
+        let by = |key: &str| ListType::Map(vec![key.to_string()]);
+        match path {
+            [.., "spec", last] if CONTAINER_LISTS.contains(last) || *last == "volumes" => {
+                by("name")
+            }
+            [.., container, "env"] if CONTAINER_LISTS.contains(container) => by("name"),
+            [.., container, "volumeMounts"] if CONTAINER_LISTS.contains(container) => {
+                by("mountPath")
+            }
+            _ => ListType::Atomic,
+        }
+    }
+}
+
 fn types(res: &Resource) -> &dyn SchemaTypes {
     match &res.schema {
         Some(schema) => schema.as_ref(),
-        None => &AtomicLists,
+        None => &BuiltinLists,
     }
 }
 
@@ -89,4 +113,27 @@ pub fn apply(
 
 fn e_text(conflicts: &[managed_fields::Conflict]) -> String {
     managed_fields::ApplyError::Conflicts(conflicts.to_vec()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_template_lists_are_keyed_and_the_rest_atomic() {
+        let deployment = ["spec", "template", "spec"];
+        let at = |tail: &[&'static str]| {
+            let path: Vec<&str> = deployment.iter().chain(tail).copied().collect();
+            BuiltinLists.list_type(&path)
+        };
+        let by = |key: &str| ListType::Map(vec![key.to_string()]);
+        assert_eq!(at(&["containers"]), by("name"));
+        assert_eq!(at(&["initContainers", "env"]), by("name"));
+        assert_eq!(at(&["containers", "volumeMounts"]), by("mountPath"));
+        assert_eq!(at(&["volumes"]), by("name"));
+        assert_eq!(at(&["containers", "args"]), ListType::Atomic);
+        assert_eq!(at(&["containers", "ports"]), ListType::Atomic);
+        assert_eq!(BuiltinLists.list_type(&["rules"]), ListType::Atomic);
+        assert_eq!(BuiltinLists.list_type(&["containers"]), ListType::Atomic);
+    }
 }

@@ -187,7 +187,6 @@ async fn r3_25_managed_fields_in_an_apply_body_is_400() {
 }
 
 #[tokio::test]
-#[ignore = "GAP: the real server merges a built-in list by its patch merge key under server-side apply (a Deployment's containers by name, each manager owning its own); we treat every list of a built-in kind as atomic (409 Conflict here)"]
 async fn r3_30_apply_on_a_deployment_merges_containers_by_name() {
     let server = TestServer::start().await.unwrap();
     let deployment = |container: &str| {
@@ -219,4 +218,24 @@ async fn r3_30_apply_on_a_deployment_merges_containers_by_name() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["a", "b"]);
+    let bob = &entry(&merged.body, "bob")["fieldsV1"]["f:spec"]["f:template"]["f:spec"];
+    assert!(
+        bob["f:containers"].get(r#"k:{"name":"b"}"#).is_some(),
+        "{bob}"
+    );
+    assert!(
+        bob["f:containers"].get(r#"k:{"name":"a"}"#).is_none(),
+        "{bob}"
+    );
+    // The same container's image is alice's.
+    let mut takeover = deployment("a");
+    takeover["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other");
+    patch(
+        &server,
+        &format!("{path}?fieldManager=bob"),
+        APPLY,
+        &takeover,
+    )
+    .await
+    .assert_status(409, "Conflict");
 }
