@@ -314,7 +314,7 @@ async fn t09_kube_watcher_pages_the_initial_list_and_resumes_from_its_version() 
 }
 
 #[tokio::test]
-async fn t10_garbage_collection_is_a_later_write_than_the_owners_delete() {
+async fn t10_garbage_collection_happens_after_the_owners_delete_answers() {
     let server = TestServer::start().await.unwrap();
     let owner = create_configmap(&server, "owner", &json!({})).await;
     let mut dependent = configmap("dependent", &json!({}));
@@ -349,6 +349,26 @@ async fn t10_garbage_collection_is_a_later_write_than_the_owners_delete() {
     );
     eventually("the dependent is gone", || async {
         get(&server, &format!("{CONFIGMAPS}/dependent")).await.code == 404
+    })
+    .await;
+
+    // Foreground makes it visible in the answer: the owner is still there, marked, when
+    // its DELETE answers; a synchronous collector would already have deleted it.
+    let owner = create_configmap(&server, "owner2", &json!({})).await;
+    let mut dependent = configmap("dependent2", &json!({}));
+    dependent["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "owner2", "uid": owner["metadata"]["uid"]}]);
+    post(&server, CONFIGMAPS, &dependent).await.ok(201);
+    let foreground = json!({"propagationPolicy": "Foreground"});
+    let answer = delete(&server, &format!("{CONFIGMAPS}/owner2"), &foreground).await;
+    assert_eq!(answer.ok(200)["kind"], "ConfigMap", "{}", answer.body);
+    assert_eq!(
+        answer.body["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    eventually("both are collected", || async {
+        get(&server, &format!("{CONFIGMAPS}/owner2")).await.code == 404
+            && get(&server, &format!("{CONFIGMAPS}/dependent2")).await.code == 404
     })
     .await;
 }
