@@ -298,9 +298,6 @@ async fn the_ttl_still_deletes_a_finished_ownerless_contract_that_holds_the_fina
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known gap (plan 0004 C5): the market keys a contract by namespace/name, so the \
-            replacement the Infra controller creates under the same name is handed the old, \
-            released guest's receipt and goes Failed GuestLost instead of renting a new machine"]
 async fn a_directly_deleted_infra_contract_is_replaced_by_a_new_machine() {
     let env = Env::start().await;
     let _controllers = Controllers::start(&env);

@@ -75,6 +75,35 @@ async fn publishing_twice_for_a_contract_is_one_rfp() {
 }
 
 #[tokio::test]
+async fn a_released_contracts_name_used_again_rents_a_new_machine() {
+    let (market, clock) = market_with(vec![LocalBidder::new("did:a", 5, "EUR")], 1);
+    let key = ContractKey::new("socialweb-system", "c1");
+    let first = rent(&market, "c1").await.unwrap();
+    // Before the release, publishing again (a restart) finds the same RFP and guest.
+    let same = market.publish_rfp(rfp("c1", 2)).await.unwrap();
+    let bids = market.collect_bids(&same).await.unwrap();
+    assert_eq!(market.accept(&same, &bids[0]).await.unwrap(), first);
+    market.release(&first).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+
+    // A new object under the same name: a new round, a new machine.
+    let second = rent(&market, "c1").await.unwrap();
+    assert_ne!(
+        second, first,
+        "the released guest is never handed out again"
+    );
+    assert!(market.lookup(&second).await.unwrap().is_some());
+    assert!(market.lookup(&first).await.unwrap().is_none());
+    assert_eq!(market.rfps_published(&key), 2);
+    assert_eq!(market.guests_rented(&key), 2);
+    assert_eq!(market.running_guests(), 1);
+    // And that round, too, is found again until its guest is released.
+    let again = market.publish_rfp(rfp("c1", 2)).await.unwrap();
+    let bids = market.collect_bids(&again).await.unwrap();
+    assert_eq!(market.accept(&again, &bids[0]).await.unwrap(), second);
+}
+
+#[tokio::test]
 async fn a_full_bidder_stops_bidding_and_release_frees_it() {
     let bidders = vec![
         LocalBidder::new("did:cheap", 3, "EUR").with_capacity(1),

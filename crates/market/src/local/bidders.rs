@@ -162,14 +162,22 @@ fn digest(parts: &[&[u8]]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// The RFP id of a contract: derived from the key alone, so it is the same
-/// after a restart and across markets.
-pub(crate) fn rfp_id(contract: &ContractKey) -> RfpId {
-    let hash = digest(&[
+/// The id of a contract's RFP of this round: derived from the key and the
+/// round alone, so it is the same after a restart and across markets. Round 0
+/// is the key's first RFP; a new round starts once the previous one's guest
+/// was released (the same name used again by a new object).
+pub(crate) fn rfp_id(contract: &ContractKey, round: u32) -> RfpId {
+    let round_bytes = round.to_be_bytes();
+    let mut parts: Vec<&[u8]> = vec![
         b"rfp",
         contract.namespace.as_bytes(),
         contract.name.as_bytes(),
-    ]);
+    ];
+    // Round 0 hashes as before rounds existed, so a kept state directory still matches.
+    if round > 0 {
+        parts.push(&round_bytes);
+    }
+    let hash = digest(&parts);
     RfpId::new(format!("rfp-{}", &hex::encode(hash)[..20]))
 }
 
@@ -275,11 +283,14 @@ mod tests {
 
     #[test]
     fn derived_ids_are_stable_and_distinct() {
-        let a = rfp_id(&ContractKey::new("ns", "a"));
-        let b = rfp_id(&ContractKey::new("ns", "b"));
-        assert_eq!(a, rfp_id(&ContractKey::new("ns", "a")));
+        let a = rfp_id(&ContractKey::new("ns", "a"), 0);
+        let b = rfp_id(&ContractKey::new("ns", "b"), 0);
+        assert_eq!(a, rfp_id(&ContractKey::new("ns", "a"), 0));
         assert_ne!(a, b);
-        assert_ne!(rfp_id(&ContractKey::new("n", "sa")), a);
+        assert_ne!(rfp_id(&ContractKey::new("n", "sa"), 0), a);
+        let next_round = rfp_id(&ContractKey::new("ns", "a"), 1);
+        assert_ne!(next_round, a);
+        assert_eq!(next_round, rfp_id(&ContractKey::new("ns", "a"), 1));
         let address = guest_address(3, &a);
         let octets: Vec<u8> = address.split('.').filter_map(|o| o.parse().ok()).collect();
         assert_eq!(octets.len(), 4);

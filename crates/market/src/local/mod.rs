@@ -2,7 +2,10 @@
 //! compute market, used by default and by every test.
 //!
 //! # Behaviour
-//! - One RFP per [`ContractKey`]; its id is derived from the key.
+//! - One open RFP per [`ContractKey`]; its id is derived from the key. Once
+//!   its guest is released the RFP is closed, and publishing again for the
+//!   key (a new object under the same name) opens the next round: a new RFP
+//!   and a new machine, never the released one.
 //! - Every configured bidder bids on an open RFP if the resources fit its
 //!   limits and it runs fewer guests than its capacity; bids come cheapest
 //!   first. An accepted RFP's only bid is the accepted one.
@@ -83,6 +86,27 @@ struct Inner {
 }
 
 impl Inner {
+    /// The id of the contract's open RFP, published or not yet: the first
+    /// round whose guest was not released. A released guest closes its round,
+    /// so a new object under a released contract's name rents a new machine,
+    /// while publishing again for the same object (a restart before the
+    /// receipt was recorded) finds the RFP it already has. `None` after
+    /// `u32::MAX` rounds.
+    fn open_round(&self, contract: &ContractKey) -> Option<RfpId> {
+        (0..=u32::MAX)
+            .map(|round| bidders::rfp_id(contract, round))
+            .find(|id| {
+                let closed = self.state.rfps.get(id).is_some_and(|record| {
+                    record
+                        .guest
+                        .as_ref()
+                        .and_then(|guest| self.state.guests.get(guest))
+                        .is_some_and(GuestRecord::is_released)
+                });
+                !closed
+            })
+    }
+
     /// Delivers an injected failure for `operation` if one is pending.
     fn take_fault(&mut self, operation: Operation) -> Result<(), MarketError> {
         match self.faults.get_mut(&operation) {
@@ -372,7 +396,12 @@ impl Market for LocalMarket {
         *inner.publish_calls.entry(rfp.contract.clone()).or_insert(0) += 1;
         inner.take_fault(Operation::Publish)?;
         validate_request(&rfp)?;
-        let id = bidders::rfp_id(&rfp.contract);
+        let Some(id) = inner.open_round(&rfp.contract) else {
+            return Err(MarketError::InvalidRequest {
+                contract: rfp.contract.clone(),
+                reason: "every round of requests for proposal of this name is used".to_owned(),
+            });
+        };
         if let Some(existing) = inner.state.rfps.get(&id) {
             if existing.request != rfp {
                 debug!(contract = %rfp.contract, rfp = %id, "rfp already published; keeping its first terms");
