@@ -54,6 +54,7 @@ async fn only_the_leader_works_and_a_killed_leader_is_replaced_without_double_re
         vec![],
         "a follower touches nothing but the Lease"
     );
+    assert_eq!(b.get("/readyz").await.0, 200, "a follower is ready");
 
     // Around the switch: a claim is deleted, then the leader dies mid-release.
     let key_a = world.contract_key("worker-a").await;
@@ -200,6 +201,7 @@ async fn sigterm_mid_scale_up_exits_zero_and_the_next_process_finishes() {
         .await
         .expect("the process exits within its shutdown deadline");
     assert!(status.success(), "exit status {status}");
+    assert_eq!(world.lease_holder().await, None, "released on SIGTERM");
 
     let mut second = ManagerProcess::spawn(kubeconfig, "process-2");
     world.wait_joined(&claims).await;
