@@ -272,7 +272,20 @@ fn assert_reconcile_spans_are_keyed(processes: &[&ManagerProcess], contracts: &[
                 .is_some_and(|(name, namespace)| !name.is_empty() && !namespace.is_empty()),
             "no namespace/name in {object}: {line}"
         );
-        keyed.push((field(ours, "name").unwrap(), ours.clone(), object));
+        let ours_name = field(ours, "name").unwrap();
+        // Our own span carries the whole key too, for collectors that read only `span`.
+        if ours_name == "reconcile_key" {
+            assert!(
+                field(ours, "cluster").is_some_and(|c| c.contains('/')),
+                "a NodeClaim span without namespace/cluster: {line}"
+            );
+        } else {
+            assert!(
+                field(ours, "namespace").is_some_and(|n| !n.is_empty()),
+                "a {ours_name} span without its namespace: {line}"
+            );
+        }
+        keyed.push((ours_name, ours.clone(), object));
     }
     let seen = |span: &str, key: &str, value: &str| {
         keyed
@@ -286,6 +299,7 @@ fn assert_reconcile_spans_are_keyed(processes: &[&ManagerProcess], contracts: &[
     for contract in contracts {
         assert!(
             seen("reconcile_contract", "contract", &contract.name)
+                && seen("reconcile_contract", "namespace", &contract.namespace)
                 && keyed.iter().any(|(_, _, object)| object
                     .ends_with(&format!("/{}.{}", contract.name, contract.namespace))),
             "no reconcile line of contract {contract:?}"

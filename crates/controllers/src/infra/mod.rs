@@ -116,7 +116,7 @@ fn action(plan: &InfraPlan) -> Action {
         .map_or_else(Action::await_change, Action::requeue)
 }
 
-#[tracing::instrument(skip_all, fields(infra = %infra.name_any()))]
+#[tracing::instrument(skip_all, fields(namespace = %infra.namespace().unwrap_or_default(), infra = %infra.name_any()))]
 async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> {
     // Until the contracts' cache holds its initial list, existing contracts
     // would look missing and be applied again from scratch.

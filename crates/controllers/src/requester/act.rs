@@ -32,7 +32,7 @@ const MAX_STEPS: usize = 8;
 /// # Errors
 /// A failed write to the API server (a conflict is a quick requeue). Market
 /// failures are not errors: they are recorded in status and retried.
-#[tracing::instrument(skip_all, fields(contract = %contract.name_any()))]
+#[tracing::instrument(skip_all, fields(namespace = %contract.namespace().unwrap_or_default(), contract = %contract.name_any()))]
 pub(super) async fn reconcile_contract(
     contract: Arc<ComputeContract>,
     rt: Arc<Runtime>,

@@ -48,7 +48,7 @@ const CLEANUP_POLL: Duration = Duration::from_secs(2);
 ///
 /// # Errors
 /// A failed write to the API server; a conflict is a quick requeue.
-#[tracing::instrument(skip_all, fields(requester = %requester.name_any()))]
+#[tracing::instrument(skip_all, fields(namespace = %requester.namespace().unwrap_or_default(), requester = %requester.name_any()))]
 pub(super) async fn reconcile_requester(
     requester: Arc<Requester>,
     rt: Arc<Runtime>,
