@@ -6,8 +6,8 @@ use std::sync::Arc;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
-use crate::Clock;
 use crate::metrics::Metrics;
+use crate::{Clock, StopSignal};
 
 /// The client, clock, Event recorder, namespace, concurrency and metrics of one reconciler.
 pub struct ReconcilerContext {
@@ -24,6 +24,8 @@ pub struct ReconcilerContext {
     /// Reconcile counts, durations and errors; metrics registered nowhere
     /// until the manager sets its own.
     pub metrics: Metrics,
+    /// When the controller stops taking new work (by default SIGTERM/SIGINT).
+    pub stop: StopSignal,
 }
 
 impl ReconcilerContext {
@@ -47,6 +49,7 @@ impl ReconcilerContext {
             contract_namespace: contract_namespace.into(),
             concurrency: 4,
             metrics: Metrics::default(),
+            stop: StopSignal::on_process_signal(),
         }
     }
 }

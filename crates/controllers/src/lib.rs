@@ -18,7 +18,9 @@ pub mod infra;
 pub mod metrics;
 pub mod nodeclaim;
 pub mod requester;
+pub mod stop;
 
 pub use cache::{CacheReadiness, Shared, SharedCaches};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
+pub use stop::StopSignal;

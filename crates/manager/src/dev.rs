@@ -13,7 +13,7 @@ use std::{
 use anyhow::Context as _;
 use api::{Requester, names};
 use apiserver::ApiServer;
-use controllers::{Clock, SystemClock, metrics::Metrics, requester::Markets};
+use controllers::{Clock, StopSignal, SystemClock, metrics::Metrics, requester::Markets};
 use k8s_openapi::{
     api::core::v1::Namespace,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -121,6 +121,7 @@ pub async fn start(args: &DevArgs) -> anyhow::Result<DevEnvironment> {
         markets: Arc::new(Markets::with_local_market(clock, Arc::clone(&market))),
         metrics: Metrics::default(),
         options: args.controllers.clone(),
+        stop: StopSignal::on_process_signal(),
     }
     .start();
 

@@ -466,8 +466,9 @@ where
     }
 }
 
-/// How long controllers that stopped cleanly may precede the shutdown signal: kube-runtime's
-/// `shutdown_on_signal` and [`Shutdown::listen_for_signals`] see the same SIGTERM in either order.
+/// How long controllers that stopped cleanly may precede the shutdown signal. The manager's
+/// controllers stop on the shutdown itself, so they never do; controllers wired to the
+/// process's own signals (`StopSignal::on_process_signal`) may see the same SIGTERM first.
 const SIGNAL_RACE: Duration = Duration::from_secs(1);
 
 async fn ended_on_their_own(

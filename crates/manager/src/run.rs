@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use controllers::{Clock, SystemClock, metrics::Metrics, requester::Markets};
+use controllers::{Clock, StopSignal, SystemClock, metrics::Metrics, requester::Markets};
 use prometheus_client::registry::Registry;
 
 use crate::{
@@ -122,6 +122,7 @@ pub async fn run_process(
     let http = tokio::spawn(http.serve(Arc::new(registry), readiness.clone(), shutdown.signaled()));
 
     let make_controllers = {
+        let shutdown_for_controllers = shutdown.clone();
         let client = client.clone();
         let metrics = metrics.clone();
         let readiness = readiness.clone();
@@ -132,6 +133,8 @@ pub async fn run_process(
                 markets: Arc::clone(&markets),
                 metrics: metrics.clone(),
                 options: options.clone(),
+                // The manager's shutdown, so its deadline and Lease release see the same stop.
+                stop: StopSignal::on(shutdown_for_controllers.signaled()),
             }
             .start();
             let readiness = readiness.clone();

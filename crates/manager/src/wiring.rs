@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use controllers::{Clock, SharedCaches, infra, metrics::Metrics, nodeclaim, requester};
+use controllers::{Clock, SharedCaches, StopSignal, infra, metrics::Metrics, nodeclaim, requester};
 use kube::Client;
 use tokio::sync::watch;
 
@@ -55,6 +55,9 @@ pub struct Controllers {
     pub metrics: Metrics,
     /// Namespaces and concurrency.
     pub options: ControllerOptions,
+    /// When the controllers stop taking new work: the manager's shutdown in
+    /// `run`, Ctrl+C in `dev` and `demo`, never in tests that drop `done`.
+    pub stop: StopSignal,
 }
 
 /// The running controllers: await `done`, or drop it to stop them at once.
@@ -82,6 +85,7 @@ impl Controllers {
             infra::context(self.client.clone(), Arc::clone(&self.clock), &namespace);
         infra_ctx.concurrency = self.options.infra_concurrency;
         infra_ctx.metrics = self.metrics.clone();
+        infra_ctx.stop = self.stop.clone();
 
         let mut requester_ctx = requester::Context::new(
             self.client.clone(),
@@ -92,10 +96,12 @@ impl Controllers {
         requester_ctx.concurrency = self.options.requester_concurrency;
         requester_ctx.timing.guest_poll = Duration::from_secs(self.options.guest_poll_seconds);
         requester_ctx.metrics = self.metrics.clone();
+        requester_ctx.stop = self.stop.clone();
 
         let mut nodeclaim_ctx =
             nodeclaim::context(self.client.clone(), Arc::clone(&self.clock), &namespace);
         nodeclaim_ctx.metrics = self.metrics.clone();
+        nodeclaim_ctx.stop = self.stop.clone();
         nodeclaim_ctx.concurrency = self.options.nodeclaim_concurrency;
 
         // Every controller subscribes before the reflectors start, so none misses the initial list.

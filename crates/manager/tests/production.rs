@@ -171,6 +171,12 @@ async fn metrics_follow_a_scale_up_and_readiness_waits_for_the_caches() {
         after.value(r#"socialweb_market_request_duration_seconds_count{operation="publish"}"#)
             >= 3.0
     );
+
+    // Shutdown in-process: the controllers stop on the manager's own shutdown,
+    // so it returns and releases the Lease without waiting for its deadline.
+    let mut replica = replica;
+    replica.stop_gracefully().await;
+    assert_eq!(world.lease_holder().await, None, "the Lease is released");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

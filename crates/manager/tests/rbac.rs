@@ -257,6 +257,7 @@ async fn run_scenario() -> Vec<apiserver::audit::RequestRecord> {
     let shutdown = Shutdown::new(Duration::from_secs(3));
     let make_controllers = {
         let client = client.clone();
+        let stop_on = shutdown.clone();
         let clock = Arc::clone(&env.clock);
         let market = Arc::clone(&env.market);
         move || {
@@ -269,6 +270,7 @@ async fn run_scenario() -> Vec<apiserver::audit::RequestRecord> {
                 )),
                 metrics: Metrics::default(),
                 options: ControllerOptions::default(),
+                stop: controllers::StopSignal::on(stop_on.signaled()),
             }
             .start();
             async move {

@@ -78,7 +78,7 @@ pub fn controller(
         Controller::for_shared_stream(caches.infras.subscribe(), caches.infras.store())
             .owns_shared_stream(caches.contracts.subscribe())
             .with_config(Config::default().concurrency(ctx.concurrency))
-            .shutdown_on_signal();
+            .graceful_shutdown_on(ctx.stop.signaled());
     let state = Arc::new(Reconciler {
         ctx,
         contracts: caches.contracts.store(),

@@ -159,7 +159,7 @@ pub fn controller(
                         .collect::<Vec<_>>()
                 }
             })
-            .shutdown_on_signal()
+            .graceful_shutdown_on(ctx.stop.signaled())
             .run(reconcile_cluster, error_policy, runtime.clone())
             .for_each(log_result);
 
@@ -207,7 +207,7 @@ pub fn controller(
                     claims_of(labelled_cluster_key(&infras, &ns, secret.as_ref()))
                 }
             })
-            .shutdown_on_signal()
+            .graceful_shutdown_on(ctx.stop.signaled())
             .run(reconcile_orphan, error_policy_orphan, runtime)
             .for_each(log_result);
 

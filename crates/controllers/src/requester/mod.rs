@@ -50,7 +50,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::metrics::Metrics;
-use crate::{CacheReadiness, Clock, SharedCaches};
+use crate::{CacheReadiness, Clock, SharedCaches, StopSignal};
 
 pub use act::{contract_key, request_for};
 pub use decide::Timing;
@@ -82,6 +82,8 @@ pub struct Context {
     pub timing: Timing,
     /// Reconcile timers and errors, market latency, the contract phase gauge.
     pub metrics: Metrics,
+    /// When the controllers stop taking new work (by default SIGTERM/SIGINT).
+    pub stop: StopSignal,
 }
 
 impl std::fmt::Debug for Context {
@@ -120,6 +122,7 @@ impl Context {
             recorder,
             timing: Timing::default(),
             metrics: Metrics::default(),
+            stop: StopSignal::on_process_signal(),
         }
     }
 }
@@ -201,7 +204,7 @@ pub fn controller(
                 },
             )
             .with_config(config.clone())
-            .shutdown_on_signal()
+            .graceful_shutdown_on(ctx.stop.signaled())
             .run(act::reconcile_contract, act::error_policy, Arc::clone(&rt))
             .for_each(log_outcome);
     let by_contract = caches.requesters.store();
@@ -218,7 +221,7 @@ pub fn controller(
                 requesters_of(&by_infra, infra.namespace())
             })
             .with_config(config)
-            .shutdown_on_signal()
+            .graceful_shutdown_on(ctx.stop.signaled())
             .run(root::reconcile_requester, root::error_policy, rt)
             .for_each(log_outcome);
     async move {

@@ -245,6 +245,10 @@ fn ca_data(tag: &str) -> String {
     ))
 }
 
+/// The shutdown deadline of a replica: longer than [`testkit::WAIT`], so a
+/// replica that stops within WAIT stopped gracefully, not by the deadline.
+pub const REPLICA_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(120);
+
 /// One manager replica on its own runtime: dropping or [`Replica::kill`]ing it
 /// stops every task it started at once, without releasing the Lease.
 pub struct Replica {
@@ -253,6 +257,10 @@ pub struct Replica {
     pub agent: String,
     pub http: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
+    /// Its shutdown, as SIGTERM would trigger it.
+    shutdown: Shutdown,
+    /// Resolves when `run_process` returned.
+    exited: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl Replica {
@@ -280,7 +288,11 @@ impl Replica {
             renew_period: LEASE_RENEW,
         });
         let (bound_tx, bound) = tokio::sync::oneshot::channel();
+        let (exited_tx, exited) = tokio::sync::oneshot::channel();
         let header = agent.clone();
+        // Far longer than any test waits: a graceful stop must not need it.
+        let shutdown = Shutdown::new(REPLICA_SHUTDOWN_DEADLINE);
+        let process_shutdown = shutdown.clone();
         runtime.spawn(async move {
             // Built on this runtime: the client's background tasks must die with it.
             let client = client_for(&url, &header);
@@ -298,11 +310,12 @@ impl Replica {
                 clock,
                 markets,
                 http,
-                shutdown: Shutdown::new(Duration::from_secs(5)),
+                shutdown: process_shutdown,
             };
             if let Err(error) = run_process(process, ControllerOptions::default(), election).await {
                 tracing::error!("replica stopped: {error:#}");
             }
+            let _ = exited_tx.send(());
         });
         let http = bound.await.unwrap();
         Self {
@@ -310,7 +323,21 @@ impl Replica {
             agent,
             http,
             runtime: Some(runtime),
+            shutdown,
+            exited: Some(exited),
         }
+    }
+
+    /// What SIGTERM does, in-process: the shutdown is triggered and the
+    /// replica must return on its own, its controllers stopped by that same
+    /// shutdown, long before [`REPLICA_SHUTDOWN_DEADLINE`] would cut them.
+    pub async fn stop_gracefully(&mut self) {
+        self.shutdown.trigger();
+        let exited = self.exited.take().expect("a running replica");
+        tokio::time::timeout(testkit::WAIT, exited)
+            .await
+            .expect("the replica stopped without waiting for its deadline")
+            .expect("run_process returned");
     }
 
     /// Process death: every task stops where it is; the Lease is not released.

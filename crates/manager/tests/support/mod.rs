@@ -109,6 +109,8 @@ impl Env {
             )),
             metrics: Metrics::default(),
             options: self.options.clone(),
+            // Killed by dropping `done`, never stopped gracefully.
+            stop: controllers::StopSignal::never(),
         }
         .start();
         self.manager = Some(tokio::spawn(running.done));
