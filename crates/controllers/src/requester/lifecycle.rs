@@ -74,40 +74,8 @@ pub enum MarketView {
     },
 }
 
-/// The kind of a market call, to say which one failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// `publish_rfp`.
-    Publish,
-    /// `collect_bids`.
-    CollectBids,
-    /// `accept`.
-    Accept,
-    /// `guest_status`.
-    GuestStatus,
-    /// `release`.
-    Release,
-    /// `lookup`.
-    Lookup,
-    /// `adopt`.
-    Adopt,
-}
-
-impl Operation {
-    /// A snake_case name (the market's own operation names), usable as a metric label.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Publish => "publish",
-            Self::CollectBids => "collect_bids",
-            Self::Accept => "accept",
-            Self::GuestStatus => "guest_status",
-            Self::Release => "release",
-            Self::Lookup => "lookup",
-            Self::Adopt => "adopt",
-        }
-    }
-}
+/// The kind of a market call, to say which one failed: the market port's own.
+pub use market::Operation;
 
 /// A market call `act` makes for the contract.
 #[derive(Debug, Clone, PartialEq, Eq)]
