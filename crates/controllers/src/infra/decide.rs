@@ -208,19 +208,7 @@ pub fn decide_live(
             ReleaseCause::EntryRemoved,
             &mut plan,
         );
-        // A row per contract, keyed by entry name; a label that collides with a live
-        // entry falls back to the object name so the list-map key stays unique.
-        let key = if rows.iter().any(|r| r.name == entry) {
-            (*object_name).to_owned()
-        } else {
-            entry
-        };
-        rows.push(row(
-            &key,
-            object_name,
-            ContractState::Released,
-            phase(existing),
-        ));
+        push_released_row(&mut rows, entry, object_name, existing);
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name));
 
@@ -284,17 +272,7 @@ pub fn decide_deleting(
             plan.release
                 .push(released_object(infra, existing, object_name, &entry));
         }
-        let key = if rows.iter().any(|r| r.name == entry) {
-            (*object_name).to_owned()
-        } else {
-            entry
-        };
-        rows.push(row(
-            &key,
-            object_name,
-            ContractState::Released,
-            phase(existing),
-        ));
+        push_released_row(&mut rows, entry, object_name, existing);
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name));
 
@@ -489,6 +467,28 @@ fn deletion(existing: &ComputeContract, object_name: &str) -> Deletion {
 
 fn phase(contract: &ComputeContract) -> Option<ComputeContractPhase> {
     contract.status.as_ref().and_then(|s| s.phase)
+}
+
+/// The status row of a contract being released, keyed by its entry name; a
+/// label that collides with a live entry falls back to the object name, so
+/// the list-map key stays unique.
+fn push_released_row(
+    rows: &mut Vec<ContractStatus>,
+    entry: String,
+    object_name: &str,
+    existing: &ComputeContract,
+) {
+    let key = if rows.iter().any(|r| r.name == entry) {
+        object_name.to_owned()
+    } else {
+        entry
+    };
+    rows.push(row(
+        &key,
+        object_name,
+        ContractState::Released,
+        phase(existing),
+    ));
 }
 
 fn row(
