@@ -27,274 +27,24 @@
 //!   them). Join them (`join!`, `JoinSet` owned by the future) instead.
 //! - Node clocks are within `renew_period` of each other.
 
+mod config;
+mod lease;
+
+pub use config::{
+    DEFAULT_LEASE_NAME, LEASE_FIELD_MANAGER_PREFIX, LeaderArgs, LeaderConfig, LeaderError,
+};
+pub use lease::{KubeLease, LeaseLock, held_until};
+
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use controllers::metrics::Metrics;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
-use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder};
 
-use crate::shutdown::{Shutdown, parse_duration};
-
-/// The default Lease name.
-pub const DEFAULT_LEASE_NAME: &str = "socialweb-manager";
-
-/// The field manager of this manager's Lease writes.
-pub const LEASE_FIELD_MANAGER_PREFIX: &str = "socialweb/leader-";
+use crate::shutdown::Shutdown;
 
 /// How long a follower waits before building its lock again after an API error.
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
-
-/// Leader-election flags of `run`; flatten into its args.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LeaderArgs {
-    /// Elect one leader among the replicas through a Lease; only the leader runs the reconcilers.
-    /// `--leader-elect=false` runs them at once (a single replica only!).
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
-          action = clap::ArgAction::Set, env = "LEADER_ELECT")]
-    pub leader_elect: bool,
-
-    /// Name of the coordination.k8s.io Lease.
-    #[arg(long, default_value = DEFAULT_LEASE_NAME, env = "LEASE_NAME")]
-    pub lease_name: String,
-
-    /// Namespace of the Lease (default: the pod's namespace, POD_NAMESPACE; else the contract namespace).
-    #[arg(long, env = "POD_NAMESPACE")]
-    pub lease_namespace: Option<String>,
-
-    /// How long a hold lasts without renewal; a new leader takes over within this time.
-    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "LEASE_DURATION")]
-    pub lease_duration: Duration,
-
-    /// How often the leader renews its hold; must be shorter than --lease-duration.
-    #[arg(long, default_value = "5s", value_parser = parse_duration, env = "LEASE_RENEW")]
-    pub lease_renew: Duration,
-
-    /// This replica's name in the Lease (default: POD_NAME; else the host name plus a random suffix).
-    #[arg(long, env = "POD_NAME")]
-    pub leader_identity: Option<String>,
-}
-
-impl LeaderArgs {
-    /// The election these flags describe, or `None` with `--leader-elect=false`.
-    ///
-    /// # Errors
-    ///
-    /// [`LeaderError::Config`] when the durations are not whole seconds or renew is not shorter.
-    pub fn config(&self, default_namespace: &str) -> Result<Option<LeaderConfig>, LeaderError> {
-        if !self.leader_elect {
-            return Ok(None);
-        }
-        let config = LeaderConfig {
-            namespace: self
-                .lease_namespace
-                .clone()
-                .unwrap_or_else(|| default_namespace.to_owned()),
-            lease_name: self.lease_name.clone(),
-            identity: self
-                .leader_identity
-                .clone()
-                .unwrap_or_else(default_identity),
-            duration: self.lease_duration,
-            renew_period: self.lease_renew,
-        };
-        config.validate()?;
-        Ok(Some(config))
-    }
-}
-
-/// One replica's leader election.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaderConfig {
-    /// Namespace of the Lease (the manager's own).
-    pub namespace: String,
-    /// Name of the Lease.
-    pub lease_name: String,
-    /// This replica's unique name in the Lease (the pod name).
-    pub identity: String,
-    /// How long a hold lasts without renewal (whole seconds).
-    pub duration: Duration,
-    /// How often the leader renews (whole seconds, shorter than `duration`).
-    pub renew_period: Duration,
-}
-
-impl LeaderConfig {
-    /// Checks what the Lease API and kube-lease-manager need.
-    ///
-    /// # Errors
-    ///
-    /// [`LeaderError::Config`] saying which value to change.
-    pub fn validate(&self) -> Result<(), LeaderError> {
-        let whole = |d: Duration| d.subsec_nanos() == 0 && d.as_secs() > 0;
-        let problem = if self.identity.is_empty() {
-            Some("the leader identity is empty".to_owned())
-        } else if !whole(self.duration) || !whole(self.renew_period) {
-            Some(format!(
-                "--lease-duration ({:?}) and --lease-renew ({:?}) must be whole seconds above 0: a Lease counts in seconds",
-                self.duration, self.renew_period
-            ))
-        } else if self.renew_period >= self.duration {
-            Some(format!(
-                "--lease-renew ({:?}) must be shorter than --lease-duration ({:?})",
-                self.renew_period, self.duration
-            ))
-        } else {
-            None
-        };
-        problem.map_or(Ok(()), |reason| Err(LeaderError::Config(reason)))
-    }
-
-    /// How long before its expiry the holder renews (kube-lease-manager's "grace").
-    fn grace(&self) -> Duration {
-        self.duration.saturating_sub(self.renew_period)
-    }
-}
-
-/// The host name plus a random suffix: unique even when two processes share a host.
-fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "manager".to_owned());
-    let suffix = uuid::Uuid::new_v4().simple().to_string();
-    format!("{host}-{}", &suffix[..8])
-}
-
-/// Why leader election failed for good.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaderError {
-    /// The flags do not describe a usable election.
-    #[error("invalid leader election settings: {0}")]
-    Config(String),
-    /// The Lease could not be read, created, renewed or released.
-    #[error("lease {lease}: {source}")]
-    Lease {
-        /// The Lease as `namespace/name`.
-        lease: String,
-        /// kube-lease-manager's error.
-        #[source]
-        source: kube_lease_manager::LeaseManagerError,
-    },
-    /// The controllers stopped on their own while this replica led and no shutdown was asked for.
-    #[error("controllers stopped while leading: {0:#}")]
-    Controllers(anyhow::Error),
-    /// The controllers' task panicked.
-    #[error("controllers task panicked: {0}")]
-    Panicked(String),
-}
-
-/// One replica's hold on the Lease: the seam between the fencing loop and the API.
-///
-/// [`KubeLease`] is the real one; tests drive [`run_with_lock`] with a fake.
-pub trait LeaseLock: Send + Sync {
-    /// Resolves when this replica's hold changes, with the new state; while held it keeps renewing.
-    fn changed(&self) -> impl Future<Output = Result<bool, LeaderError>> + Send;
-    /// Resolves when this replica can no longer prove it holds the Lease (only polled while leading).
-    fn fenced(&self) -> impl Future<Output = ()> + Send;
-    /// Gives the Lease up so another replica can take it at once.
-    fn release(&self) -> impl Future<Output = Result<(), LeaderError>> + Send;
-}
-
-/// The real lock: kube-lease-manager for acquiring and renewing, plus a watchdog reading the Lease.
-pub struct KubeLease {
-    manager: LeaseManager,
-    api: Api<Lease>,
-    config: LeaderConfig,
-}
-
-impl KubeLease {
-    /// Reads (or creates) the Lease.
-    ///
-    /// # Errors
-    ///
-    /// [`LeaderError::Lease`] when the API server refuses or cannot be reached.
-    pub async fn connect(client: kube::Client, config: &LeaderConfig) -> Result<Self, LeaderError> {
-        config.validate()?;
-        let manager = LeaseManagerBuilder::new(client.clone(), &config.lease_name)
-            .with_namespace(&config.namespace)
-            .with_create_mode(LeaseCreateMode::AutoCreate)
-            .with_identity(&config.identity)
-            .with_field_manager(format!("{LEASE_FIELD_MANAGER_PREFIX}{}", config.identity))
-            .with_duration(config.duration.as_secs())
-            .with_grace(config.grace().as_secs())
-            .build()
-            .await
-            .map_err(|source| lease_error(config, source))?;
-        Ok(Self {
-            manager,
-            api: Api::namespaced(client, &config.namespace),
-            config: config.clone(),
-        })
-    }
-}
-
-fn lease_error(
-    config: &LeaderConfig,
-    source: kube_lease_manager::LeaseManagerError,
-) -> LeaderError {
-    LeaderError::Lease {
-        lease: format!("{}/{}", config.namespace, config.lease_name),
-        source,
-    }
-}
-
-impl LeaseLock for KubeLease {
-    async fn changed(&self) -> Result<bool, LeaderError> {
-        self.manager
-            .changed()
-            .await
-            .map_err(|source| lease_error(&self.config, source))
-    }
-
-    async fn fenced(&self) {
-        // Acquired just now: the hold is good for `duration`; fence `renew_period` early.
-        let margin = self.config.renew_period;
-        let mut fence_at = SystemTime::now() + self.config.grace();
-        let poll = self.config.renew_period / 2;
-        loop {
-            match tokio::time::timeout(poll, self.api.get(&self.config.lease_name)).await {
-                Ok(Ok(lease)) => match held_until(&lease, &self.config.identity) {
-                    Some(until) => fence_at = until.checked_sub(margin).unwrap_or(fence_at),
-                    None => {
-                        tracing::warn!(lease = %self.config.lease_name, "the Lease names another holder");
-                        return;
-                    }
-                },
-                Ok(Err(error)) => {
-                    tracing::warn!(%error, "cannot read the Lease to confirm the hold")
-                }
-                Err(_) => tracing::warn!("reading the Lease timed out"),
-            }
-            let left = fence_at
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::ZERO);
-            if left.is_zero() {
-                tracing::warn!(lease = %self.config.lease_name, "no renewal of the hold seen in time");
-                return;
-            }
-            tokio::time::sleep(left.min(poll)).await;
-        }
-    }
-
-    async fn release(&self) -> Result<(), LeaderError> {
-        self.manager
-            .release()
-            .await
-            .map_err(|source| lease_error(&self.config, source))
-    }
-}
-
-/// Until when `lease` is held by `identity`, by the holder's clock (renewTime + duration);
-/// `None` when someone else (or nobody) holds it.
-#[must_use]
-pub fn held_until(lease: &Lease, identity: &str) -> Option<SystemTime> {
-    let spec = lease.spec.as_ref()?;
-    if spec.holder_identity.as_deref() != Some(identity) {
-        return None;
-    }
-    let renewed: SystemTime = spec.renew_time.as_ref()?.0.into();
-    let seconds = u64::try_from(spec.lease_duration_seconds?).ok()?;
-    renewed.checked_add(Duration::from_secs(seconds))
-}
 
 /// Runs the controllers only while this replica holds the Lease described by `config`.
 ///
@@ -521,7 +271,9 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use clap::Parser;
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use std::time::SystemTime;
+
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
     use super::*;
