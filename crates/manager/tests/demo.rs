@@ -1,6 +1,7 @@
 //! The demo is part of the test suite: `manager demo` (the built binary, as a
 //! user runs it) scales a Cluster up and down, deletes it, and ends with
-//! `== done` and exit status 0 once everything is released and gone.
+//! `== done` and exit status 0 once everything is released and gone, with no
+//! reconcile failing on the way.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
@@ -37,4 +38,12 @@ async fn the_demo_runs_to_done() {
     for step in ["== scale up to 3 nodes", "== delete the Cluster"] {
         assert!(stdout.contains(step), "no `{step}` step:\n{stdout}");
     }
+    // On its own API server with no faults, a failed reconcile is a bug (a
+    // conflict is retried quietly); a user would read this warning as one.
+    let failures: Vec<&str> = stdout
+        .lines()
+        .chain(stderr.lines())
+        .filter(|line| line.contains("reconcile failed"))
+        .collect();
+    assert!(failures.is_empty(), "reconciles failed:\n{}", failures.join("\n"));
 }

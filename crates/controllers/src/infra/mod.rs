@@ -31,7 +31,7 @@ use api::names::INFRA_RELEASE_FINALIZER;
 use api::{ComputeContract, Infra};
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 
@@ -152,9 +152,16 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         }
     })
     .await
-    .map_err(|source| Error::Finalizer {
-        object,
-        source: Box::new(source),
+    .or_else(|source| match source {
+        // The cache was behind: an earlier reconcile already removed the
+        // finalizer and the Infra is gone. Nothing is left to do.
+        FinalizerError::RemoveFinalizer(kube::Error::Api(status)) if status.code == 404 => {
+            Ok(Action::await_change())
+        }
+        source => Err(Error::Finalizer {
+            object,
+            source: Box::new(source),
+        }),
     })
 }
 

@@ -73,7 +73,11 @@ pub(super) async fn reconcile_contract(
         }
         if current.status.as_ref() != Some(&step.status) {
             let old = current.status.clone();
-            current = write_status(&api, &current, &step.status).await?;
+            let Some(written) = write_status(&api, &current, &step.status).await? else {
+                // Gone meanwhile (the cache was behind its deletion): nothing is left to run.
+                return Ok(Action::await_change());
+            };
+            current = written;
             if let Some(note) = transition_event(old.as_ref(), &step.status) {
                 publish_event(&rt, &current, note).await;
             }
@@ -309,11 +313,12 @@ async fn write_receipt_annotation(
 /// Replaces the status (PUT on the status subresource, field manager
 /// `socialweb/requester`) with the resourceVersion that was read, so a write
 /// computed from a stale cache is refused (409) and retried from fresh data.
+/// `None` when the contract no longer exists.
 async fn write_status(
     api: &Api<ComputeContract>,
     contract: &ComputeContract,
     status: &ComputeContractStatus,
-) -> Result<ComputeContract> {
+) -> Result<Option<ComputeContract>> {
     let mut next = contract.clone();
     next.metadata.managed_fields = None;
     next.status = Some(status.clone());
@@ -321,9 +326,17 @@ async fn write_status(
         field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
         ..PostParams::default()
     };
-    api.replace_status(&contract.name_any(), &params, &next)
+    match api
+        .replace_status(&contract.name_any(), &params, &next)
         .await
-        .map_err(|e| Error::kube(format!("write the status of {}", describe(contract)), e))
+    {
+        Ok(written) => Ok(Some(written)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(e) => Err(Error::kube(
+            format!("write the status of {}", describe(contract)),
+            e,
+        )),
+    }
 }
 
 /// Removes the release finalizer from a deleted, Released contract, which
