@@ -1,5 +1,5 @@
 //! Protocol details through kube's own watcher (metadata-only and streaming lists, dropped
-//! streams resumed), bad input, and durability across restarts. The rules of APISERVER.md
+//! streams resumed, a forced compaction relisted), bad input, and durability across restarts. The rules of APISERVER.md
 //! are tested one by one in tests/conformance.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -283,4 +283,68 @@ async fn dropped_watches_are_resumed_by_the_watcher() {
         .map(|r| format!("{} {} {}", r.verb, r.uri, r.status))
         .collect();
     assert!(watches >= 2, "each dropped watch was resumed: {log:#?}");
+}
+
+#[tokio::test]
+async fn a_forced_compaction_makes_a_reflector_relist_and_converge() {
+    use kube::runtime::{WatchStreamExt, reflector};
+
+    let server = TestServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    for name in ["a", "b"] {
+        cms.create(&PostParams::default(), &cm(name)).await.unwrap();
+    }
+    let (store, writer) = reflector::store();
+    // The server ends each watch after a second, so the watcher must resume.
+    let config = watcher::Config::default().timeout(1);
+    let mut events = watcher::watcher(cms.clone(), config)
+        .reflect(writer)
+        .boxed();
+    while !matches!(
+        events.try_next().await.unwrap(),
+        Some(watcher::Event::InitDone)
+    ) {}
+    let names = || {
+        let mut names: Vec<String> = store
+            .state()
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(), ["a", "b"]);
+
+    // While the watcher is not looking (its watch has ended), objects change and
+    // the server forgets the history it would resume from.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cms.create(&PostParams::default(), &cm("c")).await.unwrap();
+    cms.delete("a", &Default::default()).await.unwrap();
+    server.compact();
+
+    let mut relisted = false;
+    let converged = tokio::time::timeout(Duration::from_secs(30), async {
+        while names() != ["b", "c"] {
+            match events.next().await {
+                Some(Ok(watcher::Event::Init)) => relisted = true,
+                // The 410 comes as an error item; the watcher lists again on the next poll.
+                Some(Err(watcher::Error::WatchError(status))) => assert_eq!(status.code, 410),
+                Some(Err(other)) => panic!("{other}"),
+                Some(Ok(_)) => {}
+                None => panic!("the watcher ended"),
+            }
+        }
+    })
+    .await;
+    assert!(converged.is_ok(), "the store converged: {:?}", names());
+    assert!(relisted, "the resume got 410 and the watcher listed again");
+    let lists = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list" && r.resource == "configmaps")
+        .count();
+    assert!(
+        lists >= 2,
+        "a second list after the compaction, saw {lists}"
+    );
 }

@@ -45,5 +45,9 @@ async fn the_demo_runs_to_done() {
         .chain(stderr.lines())
         .filter(|line| line.contains("reconcile failed"))
         .collect();
-    assert!(failures.is_empty(), "reconciles failed:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "reconciles failed:\n{}",
+        failures.join("\n")
+    );
 }
