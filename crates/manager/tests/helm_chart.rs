@@ -236,10 +236,9 @@ fn assert_no_wildcards(rules: &[PolicyRule], what: &str) {
 async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
     let Some(python) = helm_python() else { return };
     let server = TestServer::start().await.unwrap();
-    // The embedded server has no policy/v1, so no PodDisruptionBudget here (lint renders it).
     let values = json!({
         "market": {"requester": {"enabled": true}},
-        "podDisruptionBudget": {"enabled": false},
+        "extraArgs": ["--guest-poll-seconds=30"],
     });
     let (cycle, installed) = Cycle::install(&python, &server, "sw", &values)
         .await
@@ -323,12 +322,30 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
         "--lease-namespace=socialweb-system",
         "--shutdown-deadline=25s",
         "--http-addr=0.0.0.0:8080",
+        "--guest-poll-seconds=30",
     ] {
         assert!(
             args.iter().any(|arg| arg == expected),
             "{expected} missing in {args:?}"
         );
     }
+    // Every flag the chart passes is one `manager` knows, with a value it accepts.
+    let parsed = <manager::cli::Cli as clap::Parser>::try_parse_from(
+        std::iter::once("manager".to_owned()).chain(args.iter().cloned()),
+    );
+    assert!(parsed.is_ok(), "the chart's args do not parse: {parsed:?}");
+    let pdb = Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(
+        client.clone(),
+        NAMESPACE,
+    )
+    .get("sw-socialweb-manager")
+    .await
+    .unwrap();
+    assert_eq!(
+        pdb.spec.unwrap().min_available,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
+        "a node drain keeps one replica running"
+    );
     let env = container.env.clone().unwrap();
     let pod_name = env.iter().find(|var| var.name == "POD_NAME").unwrap();
     assert_eq!(
