@@ -9,7 +9,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use api::Requester;
@@ -64,62 +63,12 @@ fn the_charts_crds_are_byte_identical_to_the_generated_ones() {
     }
 }
 
-/// The venv's python with helm-sdkpy importable, or `None` (skip) outside CI.
-fn helm_python() -> Option<PathBuf> {
-    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match PYTHON.get_or_init(install_helm_sdkpy) {
-        Ok(python) => Some(python.clone()),
-        Err(why) if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("helm-sdkpy is required under CI: {why}")
-        }
-        Err(why) => {
-            eprintln!("skipping the Helm part of this test: {why}");
-            None
-        }
-    }
-}
+/// The one helm-sdkpy venv of the workspace (`<target>/helm-venv`, pinned,
+/// built once under a file lock), shared with the API server's Helm test.
+#[path = "../../apiserver/tests/support/helm_venv.rs"]
+mod helm_venv;
 
-fn run(command: &mut Command) -> Result<(), String> {
-    let output = command
-        .output()
-        .map_err(|error| format!("cannot run {command:?}: {error}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{command:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
-}
-
-fn install_helm_sdkpy() -> Result<PathBuf, String> {
-    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("helm-sdkpy-venv");
-    let python = venv.join("bin/python");
-    let importable = |python: &Path| run(Command::new(python).args(["-c", "import helm_sdkpy"]));
-    if importable(&python).is_ok() {
-        return Ok(python);
-    }
-    // helm-sdkpy asks for Python 3.12 but runs on 3.11; prefer 3.12 where it exists.
-    let base = ["python3.12", "python3"]
-        .into_iter()
-        .find(|candidate| run(Command::new(candidate).arg("--version")).is_ok())
-        .ok_or("no python3 on PATH")?;
-    run(Command::new(base)
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv))?;
-    run(Command::new(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--ignore-requires-python",
-        "helm-sdkpy",
-    ]))?;
-    importable(&python)?;
-    Ok(python)
-}
+use helm_venv::helm_python;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helm_chart.py")
