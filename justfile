@@ -26,9 +26,10 @@ dev:
 demo:
     cargo run -p manager -- demo
 
-# Benchmarks of the reconcilers (arrive with the controllers).
+# Every benchmark, in release: the embedded API server, then the controllers scaling nodes up and down on it.
 bench:
-    cargo bench --workspace
+    cargo run --release -p apiserver --example bench_apiserver
+    cargo run --release -p manager --example bench_scale
 
 # Everything CI checks.
 ci:
@@ -37,3 +38,7 @@ ci:
 # Benchmark the embedded API server: creates/s (memory, fsynced), watch fan-out, memory per object.
 bench-apiserver *ARGS:
     cargo run --release -p apiserver --example bench_apiserver -- {{ARGS}}
+
+# Benchmark the controllers: N Clusters x M NodeClaims up to Joined and down to zero; writes and reconciles per node.
+bench-scale *ARGS:
+    cargo run --release -p manager --example bench_scale -- {{ARGS}}
