@@ -234,7 +234,7 @@ fn since(server: &TestServer, registry: &Registry, mark: &Mark) -> anyhow::Resul
 }
 
 /// Prints the writes of `span` by field manager (deletes, Events and the finalizer
-/// finalizer patches carry none: those are keyed by verb and resource), then the reconciles.
+/// patches carry none: those are keyed by verb and resource), then the reconciles.
 fn print_span(span: &Span, nodes: usize) {
     let per_node = |n: u64| n as f64 / nodes as f64;
     let mut by_writer: BTreeMap<String, u64> =
