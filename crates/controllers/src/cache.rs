@@ -41,7 +41,12 @@
 //! waiter) instead; the only `Store::wait_until_ready` left is the one each
 //! `Controller` makes on its own primary store, one waiter per store.
 
-use std::{collections::HashSet, fmt::Debug, sync::Arc, sync::Mutex};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt::Debug,
+    sync::Arc,
+    sync::Mutex,
+};
 
 use api::{ComputeContract, Infra, NodeClaim, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
@@ -200,6 +205,40 @@ where
     }
 }
 
+/// Passes on an object only when something other than its status changed:
+/// first seen, a new generation (spec, or marked for deletion), other
+/// finalizers, or gone (no longer in `store`, which takes each change before
+/// the subscribers hear of it).
+///
+/// For mappers that fan one object out to many keys (a Requester to every
+/// contract of its namespace, to every Cluster): the Requester rewrites its
+/// status each time a contract is created or deleted, and reconciling every
+/// contract for each of those would make a scale-up of n nodes cost n^2
+/// reconciles.
+pub fn spec_changes<K>(
+    objects: BoxStream<'static, Arc<K>>,
+    store: Store<K>,
+) -> BoxStream<'static, Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let mut seen: HashMap<ObjectRef<K>, (Option<i64>, Vec<String>)> = HashMap::new();
+    objects
+        .filter(move |object| {
+            let key = ObjectRef::from_obj(object.as_ref());
+            let changed = if store.get(&key).is_none() {
+                seen.remove(&key);
+                true
+            } else {
+                let meta = object.meta();
+                let signature = (meta.generation, meta.finalizers.clone().unwrap_or_default());
+                seen.insert(key, signature.clone()) != Some(signature)
+            };
+            futures::future::ready(changed)
+        })
+        .boxed()
+}
+
 /// The caches of every kind the manager reads.
 pub struct SharedCaches {
     /// Infras of the contract namespace.
@@ -340,6 +379,45 @@ mod tests {
         }
         writer.apply_watcher_event(&event);
         names(&fan_out_of(event, &store, before))
+    }
+
+    #[tokio::test]
+    async fn spec_changes_drop_status_only_writes() {
+        use futures::StreamExt as _;
+        let version = |generation: i64, finalizers: &[&str], status: &str| {
+            let mut object = secret("r");
+            object.metadata.generation = Some(generation);
+            object.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+            // Stands for a status write: it changes nothing but the content.
+            object.metadata.labels = Some([("status".to_owned(), status.to_owned())].into());
+            Arc::new(object)
+        };
+        let changes = [
+            (version(1, &[], "a"), true),     // first seen
+            (version(1, &[], "b"), false),    // status only
+            (version(1, &["f"], "b"), true),  // finalizer added
+            (version(1, &["f"], "c"), false), // status only
+            (version(2, &["f"], "c"), true),  // spec changed, or marked for deletion
+            (version(2, &[], "c"), true),     // finalizer removed
+        ];
+        let mut writer: Writer<Secret> = Writer::default();
+        let store = writer.as_reader();
+        writer.apply_watcher_event(&watcher::Event::Apply((*version(2, &[], "c")).clone()));
+        let objects: Vec<Arc<Secret>> = changes.iter().map(|(o, _)| Arc::clone(o)).collect();
+        let stream = futures::stream::iter(objects).boxed();
+        let passed: Vec<Arc<Secret>> = spec_changes(stream, store.clone()).collect().await;
+        let expected: Vec<Arc<Secret>> = changes
+            .iter()
+            .filter(|(_, pass)| *pass)
+            .map(|(o, _)| Arc::clone(o))
+            .collect();
+        assert_eq!(passed, expected);
+
+        // Gone from the store: passed on, even with an unchanged signature.
+        writer.apply_watcher_event(&watcher::Event::Delete((*version(2, &[], "c")).clone()));
+        let stream = futures::stream::iter([version(2, &[], "c"), version(2, &[], "c")]).boxed();
+        let gone: Vec<Arc<Secret>> = spec_changes(stream, store).collect().await;
+        assert_eq!(gone.len(), 2, "a deletion always reaches the mappers");
     }
 
     #[tokio::test]

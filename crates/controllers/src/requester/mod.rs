@@ -49,6 +49,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
+use crate::cache::spec_changes;
 use crate::metrics::Metrics;
 use crate::{CacheReadiness, Clock, SharedCaches, StopSignal};
 
@@ -197,8 +198,9 @@ pub fn controller(
     let contract_store = caches.contracts.store();
     let contracts =
         Controller::for_shared_stream(caches.contracts.subscribe(), caches.contracts.store())
+            // Not on the Requester's status writes: each would reconcile every contract.
             .watches_shared_stream(
-                caches.requesters.subscribe(),
+                spec_changes(caches.requesters.subscribe(), caches.requesters.store()),
                 move |requester: Arc<Requester>| {
                     contracts_of(&contract_store, requester.namespace())
                 },
