@@ -347,38 +347,22 @@ async fn remove_release_finalizer(
     api: &Api<ComputeContract>,
     contract: &ComputeContract,
 ) -> Result<()> {
-    let finalizers: Vec<&String> = contract
+    let finalizers: Vec<String> = contract
         .finalizers()
         .iter()
         .filter(|f| *f != names::CONTRACT_RELEASE_FINALIZER)
+        .cloned()
         .collect();
-    let value = if finalizers.is_empty() {
-        serde_json::Value::Null
-    } else {
-        json!(finalizers)
-    };
-    let patch = json!({"metadata": {
-        "resourceVersion": contract.resource_version(),
-        "finalizers": value,
-    }});
-    let params = PatchParams {
-        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    match api
-        .patch(&contract.name_any(), &params, &Patch::Merge(&patch))
+    super::finalizers::set_finalizers(api, contract, &finalizers)
         .await
-    {
-        Ok(_) => {
-            info!("released contract let go: release finalizer removed");
-            Ok(())
-        }
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(
-            format!("remove the release finalizer of {}", describe(contract)),
-            e,
-        )),
-    }
+        .map_err(|e| {
+            Error::kube(
+                format!("remove the release finalizer of {}", describe(contract)),
+                e,
+            )
+        })?;
+    info!("released contract let go: release finalizer removed");
+    Ok(())
 }
 
 async fn delete_expired(api: &Api<ComputeContract>, contract: &ComputeContract) -> Result<()> {

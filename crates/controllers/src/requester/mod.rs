@@ -25,6 +25,7 @@ pub mod ttl;
 
 mod act;
 mod events;
+mod finalizers;
 mod lifecycle;
 mod observe;
 mod root;

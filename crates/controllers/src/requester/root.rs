@@ -29,10 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::{ComputeContract, ConditionStatus as S, Infra, Requester, RequesterStatus, names};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
 use tracing::{info, warn};
 
 use super::Runtime;
@@ -258,27 +257,9 @@ async fn patch_finalizers(
     finalizers: &[String],
     action: &str,
 ) -> Result<()> {
-    let value = if finalizers.is_empty() {
-        serde_json::Value::Null
-    } else {
-        json!(finalizers)
-    };
-    let patch = json!({"metadata": {
-        "resourceVersion": requester.resource_version(),
-        "finalizers": value,
-    }});
-    let params = PatchParams {
-        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    match api
-        .patch(&requester.name_any(), &params, &Patch::Merge(&patch))
+    super::finalizers::set_finalizers(api, requester, finalizers)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(format!("{action} {}", describe(requester)), e)),
-    }
+        .map_err(|e| Error::kube(format!("{action} {}", describe(requester)), e))
 }
 
 async fn write_status_if_changed(
