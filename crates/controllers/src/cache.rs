@@ -137,6 +137,12 @@ where
         self.fan_out.new_receiver().boxed()
     }
 
+    /// [`Shared::subscribe`], passing on an object only when something other
+    /// than its status changed (see [`spec_changes`]).
+    pub fn subscribe_spec_changes(&self) -> BoxStream<'static, Arc<K>> {
+        spec_changes(self.subscribe(), self.store())
+    }
+
     /// The future that keeps this kind's reflector up to date; `None` once taken.
     fn take_reflector(&self) -> Option<BoxFuture<'static, ()>> {
         let mut writer = self

@@ -46,7 +46,7 @@ use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::{CacheReadiness, SharedCaches, spec_changes};
+use crate::cache::{CacheReadiness, SharedCaches};
 use crate::{Clock, Error, Result};
 use compose::ClusterKey;
 
@@ -149,19 +149,16 @@ pub fn controller(
             })
             // Claims compose only while a live Requester runs the contract
             // namespace, so a Requester change concerns every Cluster.
-            .watches_shared_stream(
-                spec_changes(caches.requesters.subscribe(), caches.requesters.store()),
-                {
-                    let clusters = stores.clusters.clone();
-                    move |_: Arc<Requester>| {
-                        clusters
-                            .state()
-                            .iter()
-                            .map(|c| ObjectRef::from_obj(c.as_ref()))
-                            .collect::<Vec<_>>()
-                    }
-                },
-            )
+            .watches_shared_stream(caches.requesters.subscribe_spec_changes(), {
+                let clusters = stores.clusters.clone();
+                move |_: Arc<Requester>| {
+                    clusters
+                        .state()
+                        .iter()
+                        .map(|c| ObjectRef::from_obj(c.as_ref()))
+                        .collect::<Vec<_>>()
+                }
+            })
             .graceful_shutdown_on(ctx.stop.signaled())
             .run(reconcile_cluster, error_policy, runtime.clone())
             .for_each(log_result);

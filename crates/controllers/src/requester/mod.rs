@@ -50,7 +50,6 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::spec_changes;
 use crate::metrics::Metrics;
 use crate::{CacheReadiness, Clock, SharedCaches, StopSignal};
 
@@ -201,7 +200,7 @@ pub fn controller(
         Controller::for_shared_stream(caches.contracts.subscribe(), caches.contracts.store())
             // Not on the Requester's status writes: each would reconcile every contract.
             .watches_shared_stream(
-                spec_changes(caches.requesters.subscribe(), caches.requesters.store()),
+                caches.requesters.subscribe_spec_changes(),
                 move |requester: Arc<Requester>| {
                     contracts_of(&contract_store, requester.namespace())
                 },
