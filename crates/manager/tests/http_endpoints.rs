@@ -8,33 +8,12 @@ use std::time::Duration;
 use controllers::metrics::Metrics;
 use manager::http::{HttpServer, OPENMETRICS_CONTENT_TYPE, Readiness};
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-struct Reply {
-    status: u16,
-    headers: String,
-    body: String,
-}
-
-async fn get(addr: SocketAddr, path: &str) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut raw))
-        .await
-        .expect("the server answers within 5s")
-        .unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let (status_line, headers) = head.split_once("\r\n").unwrap_or((head, ""));
-    let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
-    Reply {
-        status,
-        headers: headers.to_ascii_lowercase(),
-        body: body.to_owned(),
-    }
+/// GET on the manager's port; it answers within 5 s.
+async fn get(addr: SocketAddr, path: &str) -> testkit::HttpReply {
+    testkit::http_get(addr, path, Duration::from_secs(5)).await
 }
 
 struct Running {

@@ -108,3 +108,46 @@ pub fn local_market(seed: u64, clock: Arc<dyn Clock>) -> Arc<LocalMarket> {
 pub fn local_market_with(config: LocalMarketConfig, clock: Arc<dyn Clock>) -> Arc<LocalMarket> {
     Arc::new(LocalMarket::new(config, clock).expect("the local market opens"))
 }
+
+/// An answer of [`http_get`].
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    /// The status code.
+    pub status: u16,
+    /// The header lines, lowercased, as sent.
+    pub headers: String,
+    /// The body.
+    pub body: String,
+}
+
+/// GET over a fresh HTTP/1.1 connection (`Connection: close`), as Prometheus
+/// and the kubelet's probes see the manager's port. Fails the test when no
+/// answer comes `within` that long.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str, within: Duration) -> HttpReply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to the HTTP port");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the request");
+    let mut raw = String::new();
+    tokio::time::timeout(within, stream.read_to_string(&mut raw))
+        .await
+        .expect("the HTTP port answers in time")
+        .expect("read the answer");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
+    let (status_line, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    HttpReply {
+        status,
+        headers: headers.to_ascii_lowercase(),
+        body: body.to_owned(),
+    }
+}

@@ -28,7 +28,6 @@ use manager::shutdown::Shutdown;
 use manager::wiring::ControllerOptions;
 use market::{ContractKey, LocalMarket};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use testkit::eventually;
 
@@ -348,7 +347,8 @@ impl Replica {
     }
 
     pub async fn get(&self, path: &str) -> (u16, String) {
-        http_get(self.http, path).await
+        let reply = testkit::http_get(self.http, path, Duration::from_secs(10)).await;
+        (reply.status, reply.body)
     }
 
     /// `/metrics`, parsed.
@@ -376,21 +376,6 @@ pub fn client_for(url: &str, agent: &str) -> Client {
         http::HeaderValue::from_str(agent).unwrap(),
     ));
     Client::try_from(config).unwrap()
-}
-
-/// GET over a fresh HTTP/1.1 connection: (status, body).
-pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut raw))
-        .await
-        .expect("the HTTP port answers within 10 s")
-        .unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
 }
 
 /// A `/metrics` answer checked against the OpenMetrics text format: every
