@@ -51,8 +51,9 @@ use super::events::{InfraEvent, ReleaseCause};
 pub const IN_FLIGHT_RESYNC: Duration = Duration::from_secs(300);
 
 /// How soon to look again while a deleted contract may still be in the cache.
-/// kube-runtime's shared streams forward only applied objects, never deletions,
-/// so a contract going away does not wake the controller: it has to look.
+/// The shared caches tell the controller about deletions, but one that
+/// happens while the watch is down comes only with the next re-list, so it
+/// looks again instead of waiting for that.
 pub const DELETION_SETTLE: Duration = Duration::from_secs(1);
 
 /// A ComputeContract to delete, with the preconditions that pin the observed object.

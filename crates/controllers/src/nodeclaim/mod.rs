@@ -67,8 +67,8 @@ pub fn context(
 }
 
 /// How soon a reconcile that waits for an object to disappear looks again:
-/// kube-runtime's shared streams broadcast no delete events, so the
-/// disappearance itself wakes nobody. Only teardowns wait this way.
+/// the shared caches tell of deletions, but one made while a watch was down
+/// comes only with the next re-list. Only teardowns wait this way.
 const TEARDOWN_RECHECK: Duration = Duration::from_secs(1);
 
 /// The controller label of this reconciler's metrics.
