@@ -124,8 +124,8 @@ pub struct Plan {
     /// Reconcile again at this instant (the earliest running grace).
     pub requeue_at: Option<DateTime<Utc>>,
     /// Something this reconcile waits on must disappear (a contract, a join
-    /// Secret, the Infra). The shared caches broadcast no delete events, so the
-    /// caller rechecks after a short while instead of waiting for one.
+    /// Secret, the Infra). A deletion made while a watch is down comes only
+    /// with the next re-list, so the caller rechecks after a short while.
     pub awaiting_removal: bool,
 }
 
