@@ -75,6 +75,17 @@ impl std::fmt::Debug for LocalMarket {
 
 /// Everything that changes, behind one lock so each call sees and leaves a
 /// consistent market.
+/// What [`LocalMarket::change_unreleased_guest`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GuestChange {
+    /// No guest has the receipt.
+    Unknown,
+    /// The guest was released before: nothing changes any more.
+    AlreadyReleased,
+    /// The change is committed.
+    Made,
+}
+
 struct Inner {
     bidders: Vec<LocalBidder>,
     state: MarketState,
@@ -219,20 +230,13 @@ impl LocalMarket {
     /// The state directory could not be written.
     pub fn lose_node(&self, receipt: &Receipt) -> Result<bool, MarketError> {
         let mut inner = self.lock();
-        let Some((id, guest)) = inner.guest(receipt)? else {
-            return Ok(false);
-        };
-        if guest.is_released() {
-            return Ok(false);
-        }
-        let id = id.clone();
-        let mut next = inner.state.clone();
-        if let Some(guest) = next.guests.get_mut(&id) {
+        let change = self.change_unreleased_guest(&mut inner, receipt, |guest| {
             guest.node_lost = true;
+        })?;
+        if change == GuestChange::Made {
+            info!(uri = %receipt.uri, "node lost (simulated)");
         }
-        self.commit(&mut inner, next)?;
-        info!(uri = %receipt.uri, "node lost (simulated)");
-        Ok(true)
+        Ok(change == GuestChange::Made)
     }
 
     /// How many times `publish_rfp` was called for a contract by this instance
@@ -314,6 +318,29 @@ impl LocalMarket {
 
     fn now_ms(&self) -> u64 {
         unix_ms(self.clock.now())
+    }
+
+    /// Applies `change` to the guest of `receipt` unless it is unknown or
+    /// released, and commits the result (on disk first, as every change).
+    fn change_unreleased_guest(
+        &self,
+        inner: &mut Inner,
+        receipt: &Receipt,
+        change: impl FnOnce(&mut GuestRecord),
+    ) -> Result<GuestChange, MarketError> {
+        let Some((id, guest)) = inner.guest(receipt)? else {
+            return Ok(GuestChange::Unknown);
+        };
+        if guest.is_released() {
+            return Ok(GuestChange::AlreadyReleased);
+        }
+        let id = id.clone();
+        let mut next = inner.state.clone();
+        if let Some(guest) = next.guests.get_mut(&id) {
+            change(guest);
+        }
+        self.commit(inner, next)?;
+        Ok(GuestChange::Made)
     }
 
     /// Persists `next` and only then makes it the market's state.
@@ -505,20 +532,15 @@ impl Market for LocalMarket {
         let mut inner = self.lock();
         *inner.release_calls.entry(receipt.uri.clone()).or_insert(0) += 1;
         inner.take_fault(Operation::Release)?;
-        let Some((id, guest)) = inner.guest(receipt)? else {
-            debug!(uri = %receipt.uri, "release of an unknown guest: already gone");
-            return Ok(());
-        };
-        if guest.is_released() {
-            return Ok(());
-        }
-        let id = id.clone();
-        let mut next = inner.state.clone();
-        if let Some(guest) = next.guests.get_mut(&id) {
+        match self.change_unreleased_guest(&mut inner, receipt, |guest| {
             guest.released_at_ms = Some(now_ms);
+        })? {
+            GuestChange::Made => info!(uri = %receipt.uri, "guest released"),
+            GuestChange::Unknown => {
+                debug!(uri = %receipt.uri, "release of an unknown guest: already gone");
+            }
+            GuestChange::AlreadyReleased => {}
         }
-        self.commit(&mut inner, next)?;
-        info!(uri = %receipt.uri, "guest released");
         Ok(())
     }
 
