@@ -145,15 +145,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         )
         .await
         .unwrap();
-    eventually("node-a's contract to be gone", || async {
-        contracts
-            .get_opt(&cc_name("node-a"))
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    testkit::wait_gone(&contracts, &cc_name("node-a")).await;
     let after = contracts.get(&cc_name("node-b")).await.unwrap();
     assert_eq!(
         after.resource_version(),
@@ -190,10 +182,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         .delete(INFRA, &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the Infra to be gone", || async {
-        infras.get_opt(INFRA).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    testkit::wait_gone(&infras, INFRA).await;
     assert!(
         contracts
             .list(&Default::default())

@@ -136,10 +136,7 @@ async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
 
     // The market confirms: everything is deleted, then the Infra goes.
     hold_releases.store(false, Ordering::SeqCst);
-    eventually("the Infra to be gone", || async {
-        infras.get_opt(INFRA).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    testkit::wait_gone(&infras, INFRA).await;
     assert!(
         contracts
             .list(&Default::default())

@@ -139,15 +139,7 @@ async fn scale_down_one() {
         .delete("worker-a", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("worker-a gone", || async {
-        claims(client)
-            .get_opt("worker-a")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    testkit::wait_gone(&claims(client), "worker-a").await;
     let left = contracts(client)
         .list(&ListParams::default().labels(&format!("{CONTRACT_LABEL}={entry_a}")))
         .await
@@ -193,15 +185,7 @@ async fn cluster_delete_releases_everything() {
         .delete("c1", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("Cluster gone", || async {
-        clusters
-            .get_opt("c1")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    testkit::wait_gone(&clusters, "c1").await;
     let infras: Api<Infra> = Api::namespaced(client.clone(), CONTRACT_NS);
     assert!(
         infras

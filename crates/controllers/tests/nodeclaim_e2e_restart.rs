@@ -23,15 +23,7 @@ async fn claim_recreated_is_a_new_entry() {
         .delete("worker-a", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("old worker-a gone", || async {
-        claims(client)
-            .get_opt("worker-a")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    testkit::wait_gone(&claims(client), "worker-a").await;
     let again = create_claim(client, "worker-a", "c1", 2).await;
     let new_entry = entry_name(&again.uid().unwrap());
     assert_ne!(new_entry, old_entry, "a recreated claim is a new entry");

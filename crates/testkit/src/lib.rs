@@ -5,7 +5,9 @@
 //!   `api` crate installed and the namespaces a scenario needs;
 //! - [`local_market`]: a seeded [`LocalMarket`] on the given clock, to share
 //!   across simulated manager restarts;
-//! - [`eventually`]: polling with a deadline, the only way these tests wait.
+//! - [`eventually`]: polling with a deadline, the only way these tests wait,
+//!   and [`wait_gone`] on top of it;
+//! - [`http_get`]: a raw HTTP/1.1 GET, as probes and Prometheus see a port.
 //!
 //! It panics on failure, as test code does: a setup that cannot be made is a
 //! failed test, said with what could not be done.
@@ -150,4 +152,19 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str, within: Duration) 
         headers: headers.to_ascii_lowercase(),
         body: body.to_owned(),
     }
+}
+
+/// Waits until `name` is gone from `api` (its finalizers done), or fails the test.
+pub async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(&format!("{name} gone"), || async move {
+        api.get_opt(name)
+            .await
+            .expect("read the object")
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }

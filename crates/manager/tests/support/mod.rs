@@ -275,10 +275,7 @@ impl Env {
     where
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
-        eventually(&format!("{name} gone"), || async move {
-            api.get_opt(name).await.unwrap().is_none().then_some(())
-        })
-        .await;
+        testkit::wait_gone(api, name).await;
     }
 
     /// The ComputeContract of a claim's entry, if any.
