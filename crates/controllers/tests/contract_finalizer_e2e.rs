@@ -62,6 +62,15 @@ impl Drop for Controllers {
     }
 }
 
+/// A server, the two controllers, and the Requester `root` with one bidder.
+async fn started_with_a_requester() -> (Env, Controllers) {
+    let env = Env::start().await;
+    let controllers = Controllers::start(&env);
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    (env, controllers)
+}
+
 /// Creates an ownerless contract as the Infra controller would: with the release finalizer.
 async fn create_held_contract(env: &Env, name: &str) {
     let mut contract = ComputeContract::new(name, contract_spec(3600));
@@ -120,10 +129,7 @@ fn assert_released_before_gone(env: &Env, name: &str, uid: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directly_deleted_deployed_contract_releases_its_guest_before_it_goes() {
-    let env = Env::start().await;
-    let _controllers = Controllers::start(&env);
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, _controllers) = started_with_a_requester().await;
     create_held_contract(&env, "direct").await;
     let deployed = env
         .wait_contract("direct", WAIT, |c| phase_of(c) == Some(Phase::Deployed))
@@ -154,10 +160,7 @@ async fn a_directly_deleted_deployed_contract_releases_its_guest_before_it_goes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreground_infra_deletion_releases_every_guest_before_its_contract_goes() {
-    let env = Env::start().await;
-    let _controllers = Controllers::start(&env);
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, _controllers) = started_with_a_requester().await;
     let infras: Api<Infra> = Api::namespaced(env.client.clone(), NS);
     let mut object = Infra::new(INFRA, spec_with(&["node-a", "node-b"]));
     object.metadata.namespace = Some(NS.to_owned());
@@ -274,10 +277,7 @@ async fn a_contract_deleted_before_it_got_a_receipt_goes_at_once_without_a_relea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ttl_still_deletes_a_finished_ownerless_contract_that_holds_the_finalizer() {
-    let env = Env::start().await;
-    let _controllers = Controllers::start(&env);
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, _controllers) = started_with_a_requester().await;
     let mut contract = ComputeContract::new("short", contract_spec(1));
     contract.metadata.namespace = Some(NS.to_owned());
     contract.metadata.finalizers = Some(vec![CONTRACT_RELEASE_FINALIZER.to_owned()]);
@@ -299,10 +299,7 @@ async fn the_ttl_still_deletes_a_finished_ownerless_contract_that_holds_the_fina
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directly_deleted_infra_contract_is_replaced_by_a_new_machine() {
-    let env = Env::start().await;
-    let _controllers = Controllers::start(&env);
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, _controllers) = started_with_a_requester().await;
     let infras: Api<Infra> = Api::namespaced(env.client.clone(), NS);
     let mut object = Infra::new(INFRA, spec_with(&["node-a"]));
     object.metadata.namespace = Some(NS.to_owned());
