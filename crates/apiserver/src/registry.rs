@@ -48,6 +48,8 @@ pub struct Resource {
     pub custom: bool,
     /// The storage version (custom resources convert by rewriting apiVersion).
     pub storage_version: String,
+    /// The k8s-openapi type of a built-in kind: every write is decoded through it.
+    pub typed: Option<Typed>,
 }
 
 impl Resource {
@@ -84,8 +86,10 @@ pub fn storage_key(group: &str, plural: &str) -> StorageKey {
 }
 
 mod builtins;
+pub mod typed;
 
 use builtins::BUILTINS;
+pub use typed::Typed;
 
 /// The storage key of CRDs.
 pub const CRD_STORAGE: &str = "apiextensions.k8s.io/customresourcedefinitions";
@@ -132,6 +136,7 @@ impl Registry {
                 },
                 custom: false,
                 storage_version: b.version.into(),
+                typed: Some(b.typed),
             };
             registry.insert(resource);
         }
@@ -400,6 +405,7 @@ pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
             storage: storage_key(group, plural),
             custom: true,
             storage_version: (*storage_version).to_string(),
+            typed: None,
         });
     }
     if !errors.is_empty() {

@@ -165,6 +165,7 @@ where
                     Ok(event) => event,
                     Err(error) => {
                         // The watcher retries by itself with backoff; the store keeps its last state.
+                        let error = loggable(&error);
                         tracing::warn!(kind = %kind, %error, "watch failed; retrying");
                         continue;
                     }
@@ -183,6 +184,24 @@ where
             }
         }))
     }
+}
+
+/// A watch error as it may be logged: a response that does not decode keeps only where
+/// decoding failed, since serde quotes the offending value and the objects may be Secrets.
+#[must_use]
+pub fn loggable(error: &watcher::Error) -> String {
+    let (watcher::Error::InitialListFailed(kube::Error::SerdeError(serde))
+    | watcher::Error::WatchStartFailed(kube::Error::SerdeError(serde))
+    | watcher::Error::WatchFailed(kube::Error::SerdeError(serde))) = error
+    else {
+        return error.to_string();
+    };
+    format!(
+        "cannot decode the response: {:?} error at line {}, column {} (the value is withheld: objects may be Secrets)",
+        serde.classify(),
+        serde.line(),
+        serde.column()
+    )
 }
 
 /// The objects one watch event tells the subscribers about (the store already applied it).

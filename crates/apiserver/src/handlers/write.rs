@@ -13,6 +13,7 @@ use crate::App;
 use crate::fields;
 use crate::paths::ResourcePath;
 use crate::registry::{CRD_STORAGE, Resource};
+use crate::schema::WriteKind;
 use crate::semantics::prepare::FieldValidation;
 use crate::semantics::{crd, events, meta, prepare};
 use crate::status::{ApiError, ApiResult};
@@ -97,7 +98,12 @@ pub async fn create_object(
 ) -> ApiResult<Response> {
     let validation = FieldValidation::from_param(req.params.field_validation.as_deref());
     meta::validate(res, &object)?;
-    let warnings = prepare::schema_pass(res, &mut object, None, validation)?;
+    let write = if applied {
+        WriteKind::Apply
+    } else {
+        WriteKind::Body
+    };
+    let warnings = prepare::schema_pass(res, &mut object, None, validation, write)?;
     if &*res.storage == CRD_STORAGE {
         crd::on_write(&mut object)?;
         crd::on_create(&mut object);
@@ -238,14 +244,15 @@ fn finish(
     mut new: Value,
     req: &Req,
     sub: Option<&str>,
-    applied: bool,
+    write: WriteKind,
     warnings: &mut Vec<String>,
 ) -> ApiResult<Outcome> {
+    let applied = write == WriteKind::Apply;
     if &*res.storage == CRD_STORAGE && sub.is_none() {
         crd::on_write(&mut new)?;
     }
     let validation = FieldValidation::from_param(req.params.field_validation.as_deref());
-    *warnings = prepare::schema_pass(res, &mut new, Some(old), validation)?;
+    *warnings = prepare::schema_pass(res, &mut new, Some(old), validation, write)?;
     if !old["metadata"]["deletionTimestamp"].is_null()
         && new["metadata"]["finalizers"].is_null()
         && !blocks_namespace(res, &new)
@@ -340,12 +347,44 @@ pub async fn update(
             events::stored(res, new),
             req,
             sub,
-            false,
+            WriteKind::Body,
             &mut warnings,
         )
     })
     .await?;
     Ok(respond(StatusCode::OK, res, &stored, &warnings))
+}
+
+/// An apply patch names the endpoint's exact apiVersion and kind. Upstream (1.32): the
+/// version check is a 400 in the field manager (`structuredMergeManager.Apply`,
+/// k8s.io/apimachinery/pkg/util/managedfields/internal/structuredmerge.go); another kind has
+/// no type to convert the patch to, a plain error answered 500.
+fn check_apply_type(
+    res: &Resource,
+    path: &ResourcePath,
+    name: &str,
+    patch: &Value,
+) -> ApiResult<()> {
+    let expected = res.api_version();
+    let specified = patch["apiVersion"].as_str().unwrap_or_default();
+    if specified != expected {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {specified}, expected: {expected}"
+        )));
+    }
+    let kind = patch["kind"].as_str().unwrap_or_default();
+    if kind != res.kind {
+        let namespace = path.namespace.as_deref().unwrap_or_default();
+        let gvk = format!("{}/{}, Kind={kind}", res.group, res.version);
+        return Err(ApiError::new(
+            500,
+            "",
+            format!(
+                "failed to create typed patch object ({namespace}/{name}; {gvk}): no corresponding type for {gvk}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -405,6 +444,7 @@ pub async fn patch(
         if !patch["metadata"]["managedFields"].is_null() {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
+        check_apply_type(res, path, name, &patch)?;
     } else if matches!(kind, PatchKind::Merge | PatchKind::Strategic) {
         check_merge_patch(&patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
@@ -478,7 +518,11 @@ pub async fn patch(
             events::stored(res, new),
             req,
             sub,
-            kind == PatchKind::Apply,
+            if kind == PatchKind::Apply {
+                WriteKind::Apply
+            } else {
+                WriteKind::Patch
+            },
             &mut warnings,
         )
     })

@@ -2,6 +2,16 @@
 //! schema, with the same metadata, selector, watch, finalizer and GC rules as
 //! custom resources.
 
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::coordination::v1 as coordination;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::rbac::v1 as rbac;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+
+use super::typed::{Typed, stored_as, typed};
+
 pub(super) struct Builtin {
     pub(super) group: &'static str,
     pub(super) version: &'static str,
@@ -11,6 +21,8 @@ pub(super) struct Builtin {
     pub(super) short: &'static [&'static str],
     pub(super) all: bool,
     pub(super) status: bool,
+    /// The k8s-openapi type every write is decoded through.
+    pub(super) typed: Typed,
 }
 
 pub(super) const BUILTINS: &[Builtin] = &[
@@ -23,6 +35,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["ns"],
         all: false,
         status: true,
+        typed: typed::<core::Namespace>(),
     },
     Builtin {
         group: "",
@@ -33,6 +46,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["cm"],
         all: false,
         status: false,
+        typed: typed::<core::ConfigMap>(),
     },
     Builtin {
         group: "",
@@ -43,6 +57,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &[],
         all: false,
         status: false,
+        typed: typed::<core::Secret>(),
     },
     Builtin {
         group: "",
@@ -53,6 +68,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["sa"],
         all: false,
         status: false,
+        typed: typed::<core::ServiceAccount>(),
     },
     Builtin {
         group: "",
@@ -63,6 +79,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["svc"],
         all: true,
         status: true,
+        typed: typed::<core::Service>(),
     },
     Builtin {
         group: "",
@@ -73,6 +90,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["po"],
         all: true,
         status: true,
+        typed: typed::<core::Pod>(),
     },
     Builtin {
         group: "",
@@ -83,6 +101,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         all: false,
         status: false,
+        typed: typed::<core::Event>(),
     },
     Builtin {
         group: "apps",
@@ -93,6 +112,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["deploy"],
         all: true,
         status: true,
+        typed: typed::<apps::Deployment>(),
     },
     Builtin {
         group: "apps",
@@ -103,6 +123,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["sts"],
         all: true,
         status: true,
+        typed: typed::<apps::StatefulSet>(),
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -113,6 +134,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &[],
         all: false,
         status: false,
+        typed: typed::<rbac::Role>(),
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -123,6 +145,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &[],
         all: false,
         status: false,
+        typed: typed::<rbac::RoleBinding>(),
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -133,6 +156,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &[],
         all: false,
         status: false,
+        typed: typed::<rbac::ClusterRole>(),
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -143,6 +167,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &[],
         all: false,
         status: false,
+        typed: typed::<rbac::ClusterRoleBinding>(),
     },
     Builtin {
         group: "policy",
@@ -153,6 +178,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["pdb"],
         all: false,
         status: true,
+        typed: typed::<policy::PodDisruptionBudget>(),
     },
     Builtin {
         group: "coordination.k8s.io",
@@ -163,6 +189,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &[],
         all: false,
         status: false,
+        typed: typed::<coordination::Lease>(),
     },
     Builtin {
         group: "events.k8s.io",
@@ -173,6 +200,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         all: false,
         status: false,
+        typed: stored_as::<core::Event, events::Event>(),
     },
     Builtin {
         group: "apiextensions.k8s.io",
@@ -183,5 +211,6 @@ pub(super) const BUILTINS: &[Builtin] = &[
         short: &["crd", "crds"],
         all: false,
         status: true,
+        typed: typed::<apiextensions::CustomResourceDefinition>(),
     },
 ];

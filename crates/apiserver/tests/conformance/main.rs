@@ -20,6 +20,7 @@ mod selectors;
 mod ssa;
 mod status;
 mod traps;
+mod typed;
 mod watch;
 mod writes;
 

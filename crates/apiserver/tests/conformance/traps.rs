@@ -411,7 +411,6 @@ async fn t12_defaults_never_create_absent_parents() {
 }
 
 #[tokio::test]
-#[ignore = "GAP: the real server drops unknown fields of built-in kinds (typed decoding) and rejects them under fieldValidation=Strict with 400; we keep them (built-in kinds have no schema)"]
 async fn t13_unknown_fields_of_built_in_kinds_are_dropped() {
     let server = TestServer::start().await.unwrap();
     let mut body = configmap("a", &json!({}));
