@@ -24,6 +24,10 @@ pub enum Error {
     /// A service-auth JWT the receiver must reject (401 `Unauthorized`).
     #[error("service auth rejected: {0}")]
     Unauthorized(String),
+    /// A valid service-auth JWT whose issuer may not do this (403
+    /// `Forbidden`): the issuer is not the author of the referenced record.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// The DID document could not be fetched or has no usable entry.
     #[error("cannot resolve {did}: {reason}")]
     Resolve {
