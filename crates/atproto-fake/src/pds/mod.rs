@@ -232,6 +232,13 @@ fn field<'a>(input: &'a Value, name: &str) -> Result<&'a str, XrpcError> {
         .ok_or_else(|| XrpcError::invalid(format!("Input must have the property \"{name}\"")))
 }
 
+fn record_of(input: &Value) -> Result<Value, XrpcError> {
+    input
+        .get("record")
+        .cloned()
+        .ok_or_else(|| XrpcError::invalid("Input must have the property \"record\""))
+}
+
 fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> Result<&'a str, XrpcError> {
     params.get(name).map(String::as_str).ok_or_else(|| {
         XrpcError::invalid(format!("Error: Params must have the property \"{name}\""))
@@ -397,10 +404,7 @@ async fn put_record(
     let did = pds.authorize_repo(&headers, field(&input, "repo")?)?;
     let collection = field(&input, "collection")?;
     let rkey = field(&input, "rkey")?;
-    let record = input
-        .get("record")
-        .cloned()
-        .ok_or_else(|| XrpcError::invalid("Input must have the property \"record\""))?;
+    let record = record_of(&input)?;
     let swap = input.get("swapRecord").and_then(Value::as_str);
     write(&pds, &did, collection, rkey, record, swap)
 }
@@ -412,10 +416,7 @@ async fn create_record(
 ) -> Answer {
     let did = pds.authorize_repo(&headers, field(&input, "repo")?)?;
     let collection = field(&input, "collection")?;
-    let record = input
-        .get("record")
-        .cloned()
-        .ok_or_else(|| XrpcError::invalid("Input must have the property \"record\""))?;
+    let record = record_of(&input)?;
     let rkey = match input.get("rkey").and_then(Value::as_str) {
         Some(rkey) => {
             if pds.record(&AtUri::new(&did, collection, rkey)).is_some() {
