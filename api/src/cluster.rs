@@ -4,6 +4,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::common::MAX_COUNT;
 use crate::condition::Condition;
 use crate::names::DID_PATTERN;
 
@@ -49,6 +50,7 @@ pub struct ClusterStatus {
     pub ca_data: Option<String>,
     /// Number of NodeClaims of the cluster (for the Nodes column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_COUNT))]
     pub nodes: Option<u32>,
     /// Observations of the cluster's state, one per type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

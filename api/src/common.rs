@@ -8,21 +8,38 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::COUNTRY_PATTERN;
 
+/// The largest integer every JSON reader holds exactly (2^53 - 1, JavaScript's
+/// `Number.MAX_SAFE_INTEGER`; kubectl and the schema validators read numbers as
+/// doubles). The bound of amounts that have no natural limit: costs, seeds,
+/// generations. Every bound in the schemas is at most this, so validation
+/// compares exact values and no stored number is out of reach of its Rust type.
+pub const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
+/// The largest `cpus` of a machine.
+pub const MAX_CPUS: u32 = 1024;
+/// The largest `memory` of a machine, in MiB (16 TiB).
+pub const MAX_MEMORY_MIB: u64 = 16 * 1024 * 1024;
+/// The largest `disk` of a machine, in GiB (1 PiB).
+pub const MAX_DISK_GIB: u64 = 1024 * 1024;
+/// The largest `network` bandwidth of a machine, in Mbit/s (1 Tbit/s).
+pub const MAX_NETWORK_MBPS: u32 = 1_000_000;
+/// The largest count a status reports (its Rust type's maximum).
+pub const MAX_COUNT: u32 = u32::MAX;
+
 /// The size of a machine. Every amount is a positive integer in the unit named.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Resources {
-    /// Virtual CPUs (cores), at least 1.
-    #[schemars(range(min = 1))]
+    /// Virtual CPUs (cores), 1 to 1024.
+    #[schemars(range(min = 1, max = MAX_CPUS))]
     pub cpus: u32,
-    /// Memory in MiB, at least 1.
-    #[schemars(range(min = 1))]
+    /// Memory in MiB, 1 to 16777216 (16 TiB).
+    #[schemars(range(min = 1, max = MAX_MEMORY_MIB))]
     pub memory: u64,
-    /// Disk in GiB, at least 1.
-    #[schemars(range(min = 1))]
+    /// Disk in GiB, 1 to 1048576 (1 PiB).
+    #[schemars(range(min = 1, max = MAX_DISK_GIB))]
     pub disk: u64,
-    /// Network bandwidth in Mbit/s, at least 1.
-    #[schemars(range(min = 1))]
+    /// Network bandwidth in Mbit/s, 1 to 1000000 (1 Tbit/s).
+    #[schemars(range(min = 1, max = MAX_NETWORK_MBPS))]
     pub network: u32,
 }
 
@@ -70,6 +87,7 @@ pub struct Winner {
     /// DID of the winning bidder.
     pub bidder: String,
     /// Price per hour, in minor units of `currency` (for example cents).
+    #[schemars(range(max = MAX_EXACT_INTEGER))]
     pub cost: u64,
     /// ISO 4217 currency code of `cost`, for example `EUR`.
     pub currency: String,

@@ -6,12 +6,17 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Guest, Location, NodeJoin, Receipt, Resources, Role, SecretRef, Winner};
+use crate::common::{
+    Guest, Location, MAX_COUNT, MAX_EXACT_INTEGER, NodeJoin, Receipt, Resources, Role, SecretRef,
+    Winner,
+};
 use crate::condition::Condition;
 use crate::names::DID_PATTERN;
 
 /// Default of `spec.ttlSecondsAfterFinished`: 8 days.
 pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: u32 = 691_200;
+/// The largest `spec.ttlSecondsAfterFinished`: 366 days.
+pub const MAX_TTL_SECONDS_AFTER_FINISHED: u32 = 366 * 24 * 3600;
 
 fn default_ttl_seconds_after_finished() -> u32 {
     DEFAULT_TTL_SECONDS_AFTER_FINISHED
@@ -59,8 +64,9 @@ pub struct ComputeContractSpec {
     /// Set to true to release the machine; the contract is deleted only once Released.
     #[serde(default)]
     pub release: bool,
-    /// Seconds after the contract finished (Released or Failed) before an ownerless contract is deleted.
+    /// Seconds after the contract finished (Released or Failed) before an ownerless contract is deleted, at most 366 days.
     #[serde(default = "default_ttl_seconds_after_finished")]
+    #[schemars(range(max = MAX_TTL_SECONDS_AFTER_FINISHED))]
     pub ttl_seconds_after_finished: u32,
 }
 
@@ -92,12 +98,14 @@ pub struct ComputeContractStatus {
     pub message: Option<String>,
     /// Failed attempts of the current step (publishing, releasing), for backoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_COUNT))]
     pub attempts: Option<u32>,
     /// When the current step is tried again after a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<Time>,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = MAX_EXACT_INTEGER))]
     pub observed_generation: Option<i64>,
 }
 

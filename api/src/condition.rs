@@ -37,6 +37,7 @@ pub struct Condition {
     pub last_transition_time: Time,
     /// The `metadata.generation` the condition was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = crate::common::MAX_EXACT_INTEGER))]
     pub observed_generation: Option<i64>,
 }
 

@@ -5,7 +5,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Location, NodeJoin, Receipt, Resources, Role, SecretRef};
+use crate::common::{
+    Location, MAX_COUNT, MAX_EXACT_INTEGER, NodeJoin, Receipt, Resources, Role, SecretRef,
+};
 use crate::compute_contract::ComputeContractPhase;
 use crate::condition::Condition;
 use crate::names::{DID_PATTERN, DNS_LABEL_MAX_LEN, DNS_LABEL_PATTERN};
@@ -152,12 +154,15 @@ pub struct InfraStatus {
     pub declaration_hash: Option<String>,
     /// Number of entries in `contracts` (for the Contracts column).
     #[serde(default)]
+    #[schemars(range(max = MAX_COUNT))]
     pub contract_count: u32,
     /// Number of contracts that are Deployed (for the Ready column).
     #[serde(default)]
+    #[schemars(range(max = MAX_COUNT))]
     pub ready_contracts: u32,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = MAX_EXACT_INTEGER))]
     pub observed_generation: Option<i64>,
     /// Observations; Ready is aggregated over all contracts and names the first unready ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

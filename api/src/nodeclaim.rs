@@ -6,7 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Guest, Location, Receipt, Resources};
+use crate::common::{Guest, Location, MAX_EXACT_INTEGER, Receipt, Resources};
 use crate::condition::Condition;
 use crate::names::{DID_PATTERN, DNS_LABEL_MAX_LEN};
 
@@ -14,6 +14,8 @@ use crate::names::{DID_PATTERN, DNS_LABEL_MAX_LEN};
 pub const DEFAULT_JOIN_GRACE_SECONDS: u32 = 900;
 /// Default of `spec.lossGraceSeconds`: 5 minutes.
 pub const DEFAULT_LOSS_GRACE_SECONDS: u32 = 300;
+/// The largest `spec.joinGraceSeconds` and `spec.lossGraceSeconds`: 7 days.
+pub const MAX_GRACE_SECONDS: u32 = 7 * 24 * 3600;
 
 fn default_join_grace_seconds() -> u32 {
     DEFAULT_JOIN_GRACE_SECONDS
@@ -60,11 +62,13 @@ pub struct NodeClaimSpec {
     /// Receipt of an already running guest to take over instead of renting a new one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopt: Option<Receipt>,
-    /// Seconds a Deployed guest may take to join the cluster before the claim fails and its machine is released.
+    /// Seconds a Deployed guest may take to join the cluster before the claim fails and its machine is released, at most 604800 (7 days).
     #[serde(default = "default_join_grace_seconds")]
+    #[schemars(range(max = MAX_GRACE_SECONDS))]
     pub join_grace_seconds: u32,
-    /// Seconds a Deployed guest may be lost before the claim fails and its machine is released.
+    /// Seconds a Deployed guest may be lost before the claim fails and its machine is released, at most 604800 (7 days).
     #[serde(default = "default_loss_grace_seconds")]
+    #[schemars(range(max = MAX_GRACE_SECONDS))]
     pub loss_grace_seconds: u32,
 }
 
@@ -90,6 +94,7 @@ pub struct NodeClaimStatus {
     pub grant_expires_at: Option<Time>,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = MAX_EXACT_INTEGER))]
     pub observed_generation: Option<i64>,
 }
 

@@ -5,6 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::common::{MAX_COUNT, MAX_EXACT_INTEGER};
 use crate::condition::Condition;
 use crate::names::DID_PATTERN;
 
@@ -16,6 +17,14 @@ pub const DEFAULT_MAX_IN_FLIGHT: u32 = 10;
 pub const DEFAULT_BOOT_DELAY_MILLIS: u32 = 2000;
 /// Upper bound of a local bidder's `failureRate` (per mille).
 pub const MAX_FAILURE_RATE: u32 = 1000;
+/// The largest `spec.bidWindowSeconds`: one hour.
+pub const MAX_BID_WINDOW_SECONDS: u32 = 3600;
+/// The largest `spec.maxInFlight`.
+pub const MAX_MAX_IN_FLIGHT: u32 = 10_000;
+/// The largest `capacity` of a local bidder.
+pub const MAX_BIDDER_CAPACITY: u32 = 100_000;
+/// The largest `bootDelayMillis` of a local bidder: one hour.
+pub const MAX_BOOT_DELAY_MILLIS: u32 = 3_600_000;
 
 fn default_bid_window_seconds() -> u32 {
     DEFAULT_BID_WINDOW_SECONDS
@@ -49,13 +58,13 @@ fn default_boot_delay_millis() -> u32 {
 pub struct RequesterSpec {
     /// The market contracts are rented on: at most one kind of market is set.
     pub market: Market,
-    /// Seconds bids are collected after a request for proposal is published.
+    /// Seconds bids are collected after a request for proposal is published, 1 to 3600.
     #[serde(default = "default_bid_window_seconds")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_BID_WINDOW_SECONDS))]
     pub bid_window_seconds: u32,
-    /// Most contracts in Bidding or Accepted at once; more wait in Pending.
+    /// Most contracts in Bidding or Accepted at once, 1 to 10000; more wait in Pending.
     #[serde(default = "default_max_in_flight")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_MAX_IN_FLIGHT))]
     pub max_in_flight: u32,
 }
 
@@ -90,8 +99,9 @@ impl Market {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalMarket {
-    /// Seed of the market's random choices (failures), so runs repeat exactly.
+    /// Seed of the market's random choices (failures), so runs repeat exactly; at most 2^53 - 1.
     #[serde(default)]
+    #[schemars(range(max = MAX_EXACT_INTEGER))]
     pub seed: u64,
     /// The simulated bidders.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -109,18 +119,21 @@ pub struct LocalBidder {
     /// DID of the bidder (the provider of the machines it wins), shaped `did:<method>:<id>`.
     #[schemars(pattern(DID_PATTERN))]
     pub did: String,
-    /// Price per hour it bids, in minor units of `currency`.
+    /// Price per hour it bids, in minor units of `currency`; at most 2^53 - 1.
+    #[schemars(range(max = MAX_EXACT_INTEGER))]
     pub cost: u64,
     /// ISO 4217 currency code of `cost`, for example `EUR`.
     pub currency: String,
-    /// Most machines it runs at once; it does not bid when full.
+    /// Most machines it runs at once, at most 100000; it does not bid when full.
+    #[schemars(range(max = MAX_BIDDER_CAPACITY))]
     pub capacity: u32,
-    /// Milliseconds from acceptance until its guest is Deployed.
+    /// Milliseconds from acceptance until its guest is Deployed, at most 3600000 (one hour).
     #[serde(default = "default_boot_delay_millis")]
+    #[schemars(range(max = MAX_BOOT_DELAY_MILLIS))]
     pub boot_delay_millis: u32,
     /// Chance, per mille (0 to 1000), that a machine it boots fails.
     #[serde(default)]
-    #[schemars(range(max = 1000))]
+    #[schemars(range(max = MAX_FAILURE_RATE))]
     pub failure_rate: u32,
 }
 
@@ -133,9 +146,11 @@ pub struct RequesterStatus {
     pub market: Option<MarketKind>,
     /// Number of ComputeContracts in the namespace (for the Contracts column).
     #[serde(default)]
+    #[schemars(range(max = MAX_COUNT))]
     pub contracts: u32,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = MAX_EXACT_INTEGER))]
     pub observed_generation: Option<i64>,
     /// Observations, one per type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

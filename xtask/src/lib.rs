@@ -1,5 +1,6 @@
 //! Developer tasks for the workspace. `generate` renders the CRDs of the `api`
-//! crate into `deploy/crds/<plural>.<group>.yaml`.
+//! crate into `deploy/crds/<plural>.<group>.yaml` and the same files into the
+//! Helm chart's `crds/` directory.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,10 @@ pub const HEADER: &str =
 
 /// The directory, relative to the workspace root, that holds the generated CRDs.
 pub const CRD_DIR: &str = "deploy/crds";
+
+/// The Helm chart's copy of the generated CRDs (byte-identical, checked by the
+/// chart's tests), relative to the workspace root.
+pub const CHART_CRD_DIR: &str = "deploy/helm/socialweb-manager/crds";
 
 /// The workspace root (the parent of this crate's directory).
 #[must_use]
@@ -39,16 +44,25 @@ pub fn render_crds() -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
-/// Writes every CRD into `<root>/deploy/crds`, removing stale generated files.
+/// Writes every CRD into `<root>/deploy/crds` and the chart's `crds/`,
+/// removing stale generated files.
 ///
 /// # Errors
-/// When rendering fails or the directory cannot be written.
+/// When rendering fails or a directory cannot be written.
 pub fn generate(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let dir = root.join(CRD_DIR);
-    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let files = render_crds()?;
-    // Remove generated files of kinds that no longer exist, so a rename leaves no orphan.
-    for entry in std::fs::read_dir(&dir).with_context(|| format!("read {}", dir.display()))? {
+    let mut written = Vec::new();
+    for dir in [CRD_DIR, CHART_CRD_DIR] {
+        written.extend(write_crds(&root.join(dir), &files)?);
+    }
+    Ok(written)
+}
+
+/// Writes `files` into `dir`, removing the generated files of kinds that no
+/// longer exist, so a rename leaves no orphan.
+fn write_crds(dir: &Path, files: &[(String, String)]) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
         let path = entry?.path();
         let file_name = path
             .file_name()
