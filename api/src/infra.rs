@@ -36,11 +36,11 @@ pub struct InfraSpec {
     /// What the deployment is for; part of the published declaration.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
-    /// The contract entries, keyed by name: the publishable fields of each contract.
+    /// The machines to rent, keyed by name; part of the published declaration.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub contracts: Vec<ContractEntry>,
-    /// Per contract entry, the Secret its guest reads (for a node: its join Secret). Never published.
+    /// Per contract entry, the Secret its guest reads (for a node: its join Secret), keyed by contract. Never published.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["contract"]))]
     pub secrets: Vec<SecretEntry>,
@@ -50,13 +50,13 @@ pub struct InfraSpec {
     /// The tenant Cluster this Infra serves. Never published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_ref: Option<ClusterRef>,
-    /// Per contract entry that is a Cluster node: what only a node has. Never published.
+    /// The entries that are nodes of the tenant Cluster, keyed by contract. Never published.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["contract"]))]
     pub nodes: Vec<NodeEntry>,
 }
 
-/// One contract entry: the publishable fields of one rented machine.
+/// One entry: the size, place and role of one machine, rented as the ComputeContract `<infra>-<name>`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContractEntry {
@@ -72,7 +72,7 @@ pub struct ContractEntry {
     pub role: Role,
 }
 
-/// The Secret a contract entry's guest reads.
+/// One entry's Secret reference.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretEntry {
@@ -106,7 +106,8 @@ pub enum ClusterKind {
     Cluster,
 }
 
-/// What only a Cluster node has: carried to its ComputeContract, never published.
+/// One node: the account it is rented for, a guest to adopt, how it joins the
+/// cluster and the NodeClaim it serves, all copied to its ComputeContract.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeEntry {
