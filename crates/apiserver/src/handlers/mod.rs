@@ -4,6 +4,7 @@ pub mod delete;
 pub mod discovery;
 pub mod openapi;
 pub mod params;
+pub mod printers;
 pub mod read;
 pub mod render;
 pub mod table;

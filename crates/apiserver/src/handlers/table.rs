@@ -1,5 +1,6 @@
 //! `meta.k8s.io/v1` Tables for kubectl: a CRD's additionalPrinterColumns (the real
-//! server's default being NAME and AGE), NAME and AGE for built-in kinds.
+//! server's default being NAME and AGE), the real server's printers for built-in kinds
+//! ([`super::printers`]).
 
 use std::sync::Arc;
 
@@ -56,9 +57,11 @@ pub fn table_with(
     headers: bool,
 ) -> Value {
     let now = chrono::Utc::now();
-    let columns = match &res.printer_columns {
-        Some(columns) => columns.column_definitions(),
-        None => vec![
+    let printer = super::printers::printer(res);
+    let columns = match (&res.printer_columns, &printer) {
+        (Some(columns), _) => columns.column_definitions(),
+        (None, Some(printer)) => printer.columns.clone(),
+        (None, None) => vec![
             json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION, "priority": 0}),
             json!({"name": "Age", "type": "date", "format": "", "description": AGE_DESCRIPTION, "priority": 0}),
         ],
@@ -73,9 +76,11 @@ pub fn table_with(
         .iter()
         .map(|stored| {
             let value = object_value(res, stored);
-            let cells = match &res.printer_columns {
-                Some(columns) => columns.cells(&value, now),
-                None => vec![json!(stored.name), age(&value, now)],
+            let cells = match (&res.printer_columns, &printer) {
+                (Some(columns), _) => columns.cells(&value, now),
+                // Printers read the stored form (core/v1 for both kinds of Event).
+                (None, Some(printer)) => (printer.cells)(&stored.value(), now),
+                (None, None) => vec![json!(stored.name), age(&value, now)],
             };
             let mut row = json!({"cells": cells});
             match include {

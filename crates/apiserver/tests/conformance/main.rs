@@ -21,6 +21,7 @@ mod ssa;
 mod status;
 mod traps;
 mod typed;
+mod views;
 mod watch;
 mod writes;
 

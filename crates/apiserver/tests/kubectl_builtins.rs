@@ -1,0 +1,134 @@
+//! The real `kubectl` (1.32) on built-in kinds: `get` prints the real server's columns
+//! (issue 15, item 4).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use apiserver::testing::TestServer;
+use serde_json::json;
+use support::kubectl::{headers, kubectl_ok, kubectl_required, table};
+
+async fn post(server: &TestServer, path: &str, body: serde_json::Value) {
+    let request = http::Request::post(path)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let response = server
+        .client()
+        .send(request.map(kube::client::Body::from))
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "POST {path}: {response:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_prints_the_columns_of_the_real_printers() {
+    if !kubectl_required() {
+        return;
+    }
+    let server = TestServer::start().await.unwrap();
+    post(
+        &server,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "two"}, "data": {"a": "1"}, "binaryData": {"b": "AA=="}}),
+    )
+    .await;
+    post(
+        &server,
+        "/api/v1/namespaces/default/secrets",
+        json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls",
+            "data": {"tls.crt": "AA==", "tls.key": "AA=="}}),
+    )
+    .await;
+    post(
+        &server,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "web"}, "spec": {"replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}}),
+    )
+    .await;
+    post(
+        &server,
+        "/api/v1/namespaces/default/events",
+        json!({"metadata": {"name": "e1"}, "type": "Warning", "reason": "Failed",
+            "message": "it broke", "lastTimestamp": "2026-01-01T00:00:00Z",
+            "involvedObject": {"kind": "ConfigMap", "name": "two", "namespace": "default"}}),
+    )
+    .await;
+    post(
+        &server,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "going", "finalizers": ["example.com/hold"]}}),
+    )
+    .await;
+    post(
+        &server,
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+        json!({"metadata": {"name": "reader"}, "rules": []}),
+    )
+    .await;
+    kubectl_ok(&server, &["delete", "namespace", "going", "--wait=false"]);
+
+    let server = &server;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let out = kubectl_ok(server, &["get", "ns"]);
+            assert_eq!(headers(&out), ["NAME", "STATUS", "AGE"], "{out}");
+            let rows = table(&out);
+            let going = rows.iter().find(|r| r["NAME"] == "going").unwrap();
+            assert_eq!(going["STATUS"], "Terminating", "{out}");
+        });
+        s.spawn(|| {
+            let out = kubectl_ok(server, &["get", "cm", "two"]);
+            assert_eq!(headers(&out), ["NAME", "DATA", "AGE"], "{out}");
+            assert_eq!(table(&out)[0]["DATA"], "2", "{out}");
+        });
+        s.spawn(|| {
+            let out = kubectl_ok(server, &["get", "secret", "s"]);
+            assert_eq!(headers(&out), ["NAME", "TYPE", "DATA", "AGE"], "{out}");
+            assert_eq!(table(&out)[0]["TYPE"], "kubernetes.io/tls", "{out}");
+            assert_eq!(table(&out)[0]["DATA"], "2", "{out}");
+        });
+        s.spawn(|| {
+            let out = kubectl_ok(server, &["get", "deploy", "-o", "wide"]);
+            assert_eq!(
+                headers(&out),
+                [
+                    "NAME",
+                    "READY",
+                    "UP-TO-DATE",
+                    "AVAILABLE",
+                    "AGE",
+                    "CONTAINERS",
+                    "IMAGES",
+                    "SELECTOR"
+                ],
+                "{out}"
+            );
+            let row = &table(&out)[0];
+            assert_eq!(row["READY"], "0/3", "{out}");
+            assert_eq!(row["IMAGES"], "nginx:1", "{out}");
+            assert_eq!(row["SELECTOR"], "app=web", "{out}");
+        });
+        s.spawn(|| {
+            let out = kubectl_ok(server, &["get", "events"]);
+            assert_eq!(
+                headers(&out),
+                ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+                "{out}"
+            );
+            assert!(
+                out.contains("Warning")
+                    && out.contains("configmap/two")
+                    && out.contains("it broke"),
+                "{out}"
+            );
+        });
+        s.spawn(|| {
+            let out = kubectl_ok(server, &["get", "roles"]);
+            assert_eq!(headers(&out), ["NAME", "CREATED", "AT"], "{out}");
+        });
+    });
+}
