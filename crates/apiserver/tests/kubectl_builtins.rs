@@ -6,7 +6,7 @@ mod support;
 
 use apiserver::testing::TestServer;
 use serde_json::json;
-use support::kubectl::{headers, kubectl_ok, kubectl_required, table};
+use support::kubectl::{headers, kubectl_ok, kubectl_required, squeeze, table};
 
 async fn post(server: &TestServer, path: &str, body: serde_json::Value) {
     let request = http::Request::post(path)
@@ -129,6 +129,55 @@ async fn get_prints_the_columns_of_the_real_printers() {
         s.spawn(|| {
             let out = kubectl_ok(server, &["get", "roles"]);
             assert_eq!(headers(&out), ["NAME", "CREATED", "AT"], "{out}");
+        });
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_built_in_kinds_and_the_crds_type_and_object_meta() {
+    if !kubectl_required() {
+        return;
+    }
+    let server = TestServer::start().await.unwrap();
+    support::objects::install_project_crds(&server.client()).await;
+    let server = &server;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let out = squeeze(&kubectl_ok(server, &["explain", "configmap"]));
+            assert!(out.contains("KIND: ConfigMap"), "{out}");
+            assert!(out.contains("VERSION: v1"), "{out}");
+            assert!(
+                out.contains("ConfigMap holds configuration data for pods to consume."),
+                "{out}"
+            );
+            assert!(out.contains("binaryData <map[string]string>"), "{out}");
+        });
+        s.spawn(|| {
+            let out = squeeze(&kubectl_ok(
+                server,
+                &["explain", "deployment.spec.template.spec.containers.image"],
+            ));
+            assert!(out.contains("GROUP: apps"), "{out}");
+            assert!(out.contains("FIELD: image <string>"), "{out}");
+            assert!(out.contains("Container image name."), "{out}");
+        });
+        s.spawn(|| {
+            let out = squeeze(&kubectl_ok(server, &["explain", "nc", "--recursive"]));
+            for field in [
+                "apiVersion <string>",
+                "kind <string>",
+                "metadata <ObjectMeta>",
+                "spec <Object>",
+                "status <Object>",
+                "finalizers <[]string>",
+            ] {
+                assert!(out.contains(field), "{field}: {out}");
+            }
+        });
+        s.spawn(|| {
+            let out = squeeze(&kubectl_ok(server, &["explain", "nc.metadata.labels"]));
+            assert!(out.contains("FIELD: labels <map[string]string>"), "{out}");
+            assert!(out.contains("Map of string keys and values"), "{out}");
         });
     });
 }

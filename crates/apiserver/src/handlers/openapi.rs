@@ -1,5 +1,7 @@
 //! Minimal OpenAPI: enough for `kubectl apply` to send `fieldValidation=Strict` and for
-//! `kubectl explain` to show custom resource field descriptions.
+//! `kubectl explain` to show field descriptions: of custom resources (their CRD schema with
+//! apiVersion, kind and metadata added, as the real server publishes it) and of built-in
+//! kinds (their k8s-openapi schemas).
 
 use serde_json::{Value, json};
 
@@ -73,19 +75,29 @@ pub fn v3_document(registry: &Registry, group: &str, version: &str) -> ApiResult
             }}),
         );
     }
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
     let mut schemas = serde_json::Map::new();
     for r in &resources {
-        let Some(schema) = &r.schema else {
+        let (name, mut schema) = if let Some(typed) = &r.typed {
+            let schema = (typed.json_schema)(&mut generator);
+            let schema = finished(&mut generator, schema);
+            ((typed.schema_name)().into_owned(), schema)
+        } else if let Some(schema) = &r.schema {
+            let reversed: Vec<&str> = r.group.split('.').rev().collect();
+            let name = format!("{}.{}.{}", reversed.join("."), r.version, r.kind);
+            (
+                name,
+                with_type_and_object_meta(&mut generator, schema.raw()),
+            )
+        } else {
             continue;
         };
-        let mut schema = schema.raw().clone();
         schema["x-kubernetes-group-version-kind"] =
             json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
-        let reversed: Vec<&str> = r.group.split('.').rev().collect();
-        schemas.insert(
-            format!("{}.{}.{}", reversed.join("."), r.version, r.kind),
-            schema,
-        );
+        schemas.insert(name, schema);
+    }
+    for (name, definition) in generator.take_definitions(true) {
+        schemas.entry(name).or_insert(definition);
     }
     Ok(json!({
         "openapi": "3.0.0",
@@ -93,4 +105,38 @@ pub fn v3_document(registry: &Registry, group: &str, version: &str) -> ApiResult
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+/// A schema after the generator's OpenAPI 3 transforms (`$ref` siblings into `allOf`...).
+fn finished(generator: &mut schemars::SchemaGenerator, mut schema: schemars::Schema) -> Value {
+    for transform in generator.transforms_mut() {
+        transform.transform(&mut schema);
+    }
+    schema.to_value()
+}
+
+/// A CRD's schema as the real server publishes it: with `apiVersion`, `kind` and
+/// `metadata` (a reference to ObjectMeta, whose schema joins the document), so `kubectl
+/// explain <kind> --recursive` and `kubectl explain <kind>.metadata` work.
+fn with_type_and_object_meta(generator: &mut schemars::SchemaGenerator, raw: &Value) -> Value {
+    let mut schema = raw.clone();
+    let meta = generator
+        .subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>()
+        .to_value();
+    let properties = schema
+        .as_object_mut()
+        .map(|s| s.entry("properties").or_insert_with(|| json!({})));
+    if let Some(Value::Object(properties)) = properties {
+        properties.entry("apiVersion").or_insert_with(|| {
+            json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"})
+        });
+        properties.entry("kind").or_insert_with(|| {
+            json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"})
+        });
+        properties.insert(
+            "metadata".into(),
+            json!({"allOf": [meta], "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}),
+        );
+    }
+    schema
 }

@@ -150,3 +150,42 @@ async fn r4_15_built_in_kinds_have_the_real_servers_table_columns() {
     .await;
     assert_eq!(names(&leases), ["Name", "Holder", "Age"]);
 }
+
+/// Upstream: the CRD OpenAPI builder adds `apiVersion`, `kind` and `metadata` (a reference to
+/// ObjectMeta) to every CRD schema it publishes (k8s.io/apiextensions-apiserver/pkg/
+/// controller/openapi/builder); built-in kinds publish their generated schemas.
+#[tokio::test]
+async fn r4_16_openapi_v3_publishes_built_in_schemas_and_crds_with_type_and_object_meta() {
+    let server = crate::kit::widget_server().await;
+    let core = crate::kit::get(&server, "/openapi/v3/api/v1").await;
+    let schemas = &core.ok(200)["components"]["schemas"];
+    let config_map = &schemas["io.k8s.api.core.v1.ConfigMap"];
+    assert_eq!(
+        config_map["x-kubernetes-group-version-kind"],
+        json!([{"group": "", "version": "v1", "kind": "ConfigMap"}])
+    );
+    assert!(
+        config_map["properties"]["binaryData"].is_object(),
+        "{config_map}"
+    );
+    let meta = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+    assert!(schemas[meta]["properties"]["labels"].is_object());
+
+    let apps = crate::kit::get(&server, "/openapi/v3/apis/apps/v1").await;
+    assert!(apps.ok(200)["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"].is_object());
+
+    let widgets = crate::kit::get(&server, "/openapi/v3/apis/conformance.example.com/v1").await;
+    let schemas = &widgets.ok(200)["components"]["schemas"];
+    let widget = &schemas["com.example.conformance.v1.Widget"];
+    for field in ["apiVersion", "kind"] {
+        assert_eq!(widget["properties"][field]["type"], "string", "{widget}");
+    }
+    assert_eq!(
+        widget["properties"]["metadata"]["allOf"][0]["$ref"],
+        format!("#/components/schemas/{meta}")
+    );
+    assert!(
+        schemas[meta].is_object(),
+        "the reference resolves in the document"
+    );
+}
