@@ -148,7 +148,23 @@ async fn a_signed_market_record_verifies_after_the_round_trip() {
 async fn service_auth_from_the_pds_verifies_with_the_did_document_key() {
     let net = FakeNetwork::start().await.unwrap();
     let (client, did) = logged_in(&net, "requester.test").await;
-    let aud = jwt::audience_for_url("https://bidder.example:8443").unwrap();
+    // As Bluesky's PDS, the fake refuses a did:web aud with a port (raw or
+    // encoded) unless the host is localhost.
+    for refused in [
+        jwt::audience_for_url("https://bidder.example:8443").unwrap(),
+        jwt::did_web_for_url("https://bidder.example:8443").unwrap(),
+        jwt::audience_for_url("http://localhost:8443").unwrap(),
+        "did:plc:tooshort".to_owned(),
+    ] {
+        let err = client
+            .service_auth(&refused, SUBMIT_RFP, None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.xrpc_error(), Some("InvalidRequest"), "{refused}: {err}");
+    }
+    let local = jwt::did_web_for_url("http://localhost:8443").unwrap();
+    client.service_auth(&local, SUBMIT_RFP, None).await.unwrap();
+    let aud = jwt::audience_for_url("https://bidder.example").unwrap();
     let token = client.service_auth(&aud, SUBMIT_RFP, None).await.unwrap();
 
     let resolver = DidResolver::new(
@@ -162,7 +178,7 @@ async fn service_auth_from_the_pds_verifies_with_the_did_document_key() {
     assert_eq!(doc.pds().unwrap(), net.pds_url);
     assert_eq!(doc.handle(), Some("requester.test"));
     let audience = Audience {
-        host: "bidder.example:8443".into(),
+        host: "bidder.example".into(),
         did: None,
         service_id: None,
     };

@@ -185,19 +185,45 @@ impl Audience {
 }
 
 /// The `aud` a caller sends to a service at `url`: `did:web:` + its host,
-/// with the port when the URL has one (as the reference does).
+/// with the port raw when the URL has one (`did:web:host:8443`), as the
+/// reference market does.
+///
+/// Bluesky's PDS refuses to mint a token for that form (a raw `:port` is a
+/// did:web path, which atproto forbids), and for any did:web with a port but
+/// `localhost`'s ([`did_web_for_url`]). With such a PDS, name the receiver by
+/// its DID (`did:plc:...#pdr_temp_market`), which the reference's receivers
+/// accept too. Our [`Audience::accepted`] takes every form.
 ///
 /// # Errors
 /// [`Error::Invalid`] when the URL has no host.
 pub fn audience_for_url(url: &str) -> Result<String> {
+    let (host, port) = host_and_port(url)?;
+    Ok(match port {
+        Some(port) => format!("did:web:{host}:{port}"),
+        None => format!("did:web:{host}"),
+    })
+}
+
+/// The did:web of a service at `url` as the did:web method spells it (the
+/// port percent-encoded, `did:web:host%3A8443`). Bluesky's PDS accepts it as
+/// `aud` only without a port or for `localhost`.
+///
+/// # Errors
+/// [`Error::Invalid`] when the URL has no host.
+pub fn did_web_for_url(url: &str) -> Result<String> {
+    let (host, port) = host_and_port(url)?;
+    Ok(match port {
+        Some(port) => format!("did:web:{host}%3A{port}"),
+        None => format!("did:web:{host}"),
+    })
+}
+
+fn host_and_port(url: &str) -> Result<(String, Option<u16>)> {
     let parsed = reqwest::Url::parse(url).map_err(|e| Error::invalid("url", e))?;
     let host = parsed
         .host_str()
         .ok_or_else(|| Error::invalid("url", "no host"))?;
-    Ok(match parsed.port() {
-        Some(port) => format!("did:web:{host}:{port}"),
-        None => format!("did:web:{host}"),
-    })
+    Ok((host.to_owned(), parsed.port()))
 }
 
 /// Verifies a decoded token with the issuer's key for a call of `lxm` at
@@ -306,6 +332,14 @@ mod tests {
         );
         assert_eq!(
             audience_for_url("https://bidder.example").unwrap(),
+            "did:web:bidder.example"
+        );
+        assert_eq!(
+            did_web_for_url("https://bidder.example:8443").unwrap(),
+            "did:web:bidder.example%3A8443"
+        );
+        assert_eq!(
+            did_web_for_url("https://bidder.example").unwrap(),
             "did:web:bidder.example"
         );
     }

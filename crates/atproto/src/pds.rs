@@ -289,9 +289,8 @@ impl PdsClient {
         let refresh = self.tokens()?.refresh;
         let out: SessionOutput = self
             .xrpc
-            .procedure(
+            .procedure_without_input(
                 "com.atproto.server.refreshSession",
-                &Value::Null,
                 Some(&Auth::Bearer(refresh)),
             )
             .await?;

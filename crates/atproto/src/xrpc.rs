@@ -105,6 +105,20 @@ impl XrpcClient {
         self.send(nsid, request, auth).await
     }
 
+    /// Calls a procedure that takes no input (`POST` without a body; a
+    /// PDS refuses a body where the lexicon declares none).
+    ///
+    /// # Errors
+    /// As [`XrpcClient::query`].
+    pub async fn procedure_without_input<T: DeserializeOwned>(
+        &self,
+        nsid: &str,
+        auth: Option<&Auth>,
+    ) -> Result<T> {
+        let request = self.http.post(self.url(nsid));
+        self.send(nsid, request, auth).await
+    }
+
     fn url(&self, nsid: &str) -> String {
         format!("{}/xrpc/{nsid}", self.base)
     }

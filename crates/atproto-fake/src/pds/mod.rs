@@ -245,6 +245,26 @@ fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> Result<&'a str,
     })
 }
 
+/// Whether `aud` is what Bluesky's PDS (`@atproto/did`'s `isAtprotoDid` /
+/// `isAtprotoDidRefAbsolute`) accepts: a did:plc, or a did:web without path
+/// segments and without a port unless the host is `localhost`, optionally
+/// with `#serviceId`.
+fn is_service_did(aud: &str) -> bool {
+    let did = aud.split_once('#').map_or(aud, |(did, _)| did);
+    if let Some(id) = did.strip_prefix("did:plc:") {
+        return id.len() == 24 && id.chars().all(|c| matches!(c, 'a'..='z' | '2'..='7'));
+    }
+    let Some(host) = did.strip_prefix("did:web:") else {
+        return false;
+    };
+    let syntax = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._%-".contains(c));
+    let port_ok = !host.contains("%3A") || host.starts_with("localhost%3A");
+    syntax && port_ok
+}
+
 fn now_seconds() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -297,7 +317,17 @@ async fn create_session(State(pds): State<Pds>, Json(input): Json<Value>) -> Ans
     Ok(Json(pds.session_for(&did, &handle)))
 }
 
-async fn refresh_session(State(pds): State<Pds>, headers: HeaderMap) -> Answer {
+async fn refresh_session(
+    State(pds): State<Pds>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Answer {
+    if !body.is_empty() {
+        // As Bluesky's PDS answers a procedure whose lexicon has no input.
+        return Err(XrpcError::invalid(
+            "A request body was provided when none was expected",
+        ));
+    }
     let token =
         bearer(&headers).ok_or_else(|| XrpcError::auth_required("Authentication Required"))?;
     let did = pds
@@ -354,6 +384,11 @@ async fn get_service_auth(
 ) -> Answer {
     let did = pds.authenticate(&headers)?;
     let aud = param(&params, "aud")?;
+    if !is_service_did(aud) {
+        return Err(XrpcError::invalid(
+            "aud must be a valid atproto DID or did#serviceId reference",
+        ));
+    }
     let lxm = params.get("lxm").map(String::as_str).unwrap_or_default();
     let now = now_seconds();
     let ttl = match params.get("exp") {
