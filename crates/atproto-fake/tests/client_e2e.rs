@@ -25,13 +25,6 @@ async fn logged_in(net: &FakeNetwork, handle: &str) -> (PdsClient, String) {
     (client, account.did)
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
 #[tokio::test]
 async fn records_round_trip_with_cursors_and_typed_not_found() {
     let net = FakeNetwork::start().await.unwrap();
@@ -187,7 +180,7 @@ async fn service_auth_from_the_pds_verifies_with_the_did_document_key() {
         &doc.key(ATPROTO_KEY).unwrap(),
         SUBMIT_RFP,
         &audience,
-        now(),
+        jwt::unix_seconds_now(),
     )
     .unwrap();
     jwt::check_issuer_is_author(&claims, &format!("at://{did}/{RFP}/3mq4ger7lvs23")).unwrap();
@@ -199,10 +192,19 @@ async fn service_auth_from_the_pds_verifies_with_the_did_document_key() {
         .unwrap()
         .key(ATPROTO_KEY)
         .unwrap();
-    assert!(jwt::verify(&decoded, &other_key, SUBMIT_RFP, &audience, now()).is_err());
+    assert!(
+        jwt::verify(
+            &decoded,
+            &other_key,
+            SUBMIT_RFP,
+            &audience,
+            jwt::unix_seconds_now()
+        )
+        .is_err()
+    );
     // An exp more than an hour ahead is refused by the PDS.
     let far = client
-        .service_auth(&aud, SUBMIT_RFP, Some(now() + 7200))
+        .service_auth(&aud, SUBMIT_RFP, Some(jwt::unix_seconds_now() + 7200))
         .await
         .unwrap_err();
     assert_eq!(far.xrpc_error(), Some("BadExpiration"));

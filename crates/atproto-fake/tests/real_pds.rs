@@ -25,13 +25,6 @@ const VM: &str = "com.publicdomainrelay.temp.compute.vm";
 const RFP: &str = "com.publicdomainrelay.temp.market.rfp";
 const SUBMIT_RFP: &str = "com.publicdomainrelay.temp.market.submitRfp";
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
 #[tokio::test]
 async fn our_client_speaks_to_blueskys_pds() {
     let Some(dir) = real_pds::ensure_installed() else {
@@ -197,7 +190,7 @@ async fn our_client_speaks_to_blueskys_pds() {
         &key,
         SUBMIT_RFP,
         &local_audience,
-        now(),
+        jwt::unix_seconds_now(),
     )
     .unwrap();
     let bidder_did = "did:plc:bidderbidderbidderbidder";
@@ -216,7 +209,14 @@ async fn our_client_speaks_to_blueskys_pds() {
         did: Some(bidder_did.into()),
         service_id: Some("pdr_temp_market".into()),
     };
-    let claims = jwt::verify(&decoded, &key, SUBMIT_RFP, &audience, now()).unwrap();
+    let claims = jwt::verify(
+        &decoded,
+        &key,
+        SUBMIT_RFP,
+        &audience,
+        jwt::unix_seconds_now(),
+    )
+    .unwrap();
     jwt::check_issuer_is_author(&claims, &uri.to_string()).unwrap();
     assert!(
         jwt::verify(
@@ -224,7 +224,7 @@ async fn our_client_speaks_to_blueskys_pds() {
             &key,
             "com.publicdomainrelay.temp.market.submitAccept",
             &audience,
-            now()
+            jwt::unix_seconds_now()
         )
         .is_err()
     );
@@ -237,9 +237,18 @@ async fn our_client_speaks_to_blueskys_pds() {
         did: None,
         service_id: None,
     };
-    assert!(jwt::verify(&decoded, &key, SUBMIT_RFP, &bidder_audience, now()).is_err());
+    assert!(
+        jwt::verify(
+            &decoded,
+            &key,
+            SUBMIT_RFP,
+            &bidder_audience,
+            jwt::unix_seconds_now()
+        )
+        .is_err()
+    );
     // An explicit exp is honoured.
-    let exp = now() + 120;
+    let exp = jwt::unix_seconds_now() + 120;
     let token = client
         .service_auth(&aud, SUBMIT_RFP, Some(exp))
         .await

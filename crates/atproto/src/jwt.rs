@@ -53,6 +53,15 @@ struct Header {
     typ: Option<String>,
 }
 
+/// The system clock in seconds since the epoch: the `now` of [`issue`] and
+/// [`verify`] for callers that do not inject time (tests pass their own).
+#[must_use]
+pub fn unix_seconds_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Issues a token for `lxm` at `aud`, valid `ttl_seconds` from `now`.
 ///
 /// # Errors

@@ -12,7 +12,6 @@ mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use atproto::{Algorithm, AtUri, Secret, SigningKey, TidGenerator, jwt};
 use axum::extract::{Query, State};
@@ -265,12 +264,6 @@ fn is_service_did(aud: &str) -> bool {
     syntax && port_ok
 }
 
-fn now_seconds() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 async fn describe_server(State(pds): State<Pds>) -> Json<Value> {
     let host = jwt::audience_for_url(&pds.url()).unwrap_or_default();
     let invite = !pds.store.read().invite_codes.is_empty();
@@ -390,7 +383,7 @@ async fn get_service_auth(
         ));
     }
     let lxm = params.get("lxm").map(String::as_str).unwrap_or_default();
-    let now = now_seconds();
+    let now = jwt::unix_seconds_now();
     let ttl = match params.get("exp") {
         None => jwt::DEFAULT_TTL_SECONDS,
         Some(exp) => {
