@@ -424,3 +424,56 @@ fn new_claims_wait_while_the_previous_infra_is_deleted() {
             .is_none()
     );
 }
+
+#[test]
+fn a_claim_written_failed_is_left_alone_while_the_cache_shows_it_before() {
+    let mut w = two_claims();
+    w.settle(start());
+    let stale = w.claim("worker-a").clone();
+    w.contract_of("worker-b").status.as_mut().unwrap().phase =
+        Some(api::ComputeContractPhase::Deployed);
+    w.contract_of("worker-b").status.as_mut().unwrap().guest = guest(None);
+    w.reconcile(start());
+    w.contract_of("worker-a").status.as_mut().unwrap().phase =
+        Some(api::ComputeContractPhase::Failed);
+    let plan = w.reconcile(start() + Duration::seconds(1));
+    let failed = plan
+        .claim_statuses
+        .iter()
+        .find(|c| c.name == "worker-a")
+        .unwrap();
+    assert!(failed.fails_the_claim());
+    // The cache lags: the claim as it was, its contract already gone.
+    w.written_failed.insert("uid-a".to_owned());
+    *w.claim_mut("worker-a") = stale;
+    w.contracts
+        .retain(|c| c.labels()[CONTRACT_LABEL] != entry_name("uid-a"));
+    let plan = w.decide(start() + Duration::seconds(2));
+    assert!(
+        plan.claim_statuses.iter().all(|c| c.name != "worker-a"),
+        "no status from a stale read"
+    );
+    if let Some(InfraAction::Apply(infra)) = &plan.infra {
+        assert!(
+            infra
+                .spec
+                .contracts
+                .iter()
+                .all(|c| c.name != entry_name("uid-a")),
+            "a claim written Failed never gets its entry back"
+        );
+    }
+    // Without the record, the stale claim would be composed again.
+    w.written_failed.clear();
+    let plan = w.decide(start() + Duration::seconds(2));
+    let Some(InfraAction::Apply(infra)) = &plan.infra else {
+        panic!("the stale claim is composed")
+    };
+    assert!(
+        infra
+            .spec
+            .contracts
+            .iter()
+            .any(|c| c.name == entry_name("uid-a"))
+    );
+}

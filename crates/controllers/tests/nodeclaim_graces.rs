@@ -189,3 +189,90 @@ fn a_failed_contract_fails_the_claim_at_once_and_drops_its_entry() {
     assert_eq!(w.entries(), vec![entry_name("uid-a")]);
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Requesting));
 }
+
+#[test]
+fn a_failed_claims_deployed_condition_follows_its_machine_out() {
+    let clock = ManualClock::new(start());
+    let mut w = two_claims();
+    w.settle(clock.now());
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        guest(None),
+    );
+    w.reconcile(clock.now());
+    clock.advance(Duration::seconds(900));
+    w.reconcile(clock.now());
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
+    assert!(
+        cond(&w, "worker-a", DEPLOYED).is_true(),
+        "the machine still runs until it is released"
+    );
+
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Releasing,
+        guest(None),
+    );
+    w.reconcile(clock.now());
+    assert_eq!(cond(&w, "worker-a", DEPLOYED).reason, reason::RELEASING);
+    assert!(!cond(&w, "worker-a", DEPLOYED).is_true());
+    w.infra_step();
+    w.reconcile(clock.now());
+    assert_eq!(cond(&w, "worker-a", DEPLOYED).reason, reason::RELEASED);
+    w.settle(clock.now());
+    let deployed = cond(&w, "worker-a", DEPLOYED);
+    assert_eq!(
+        (deployed.reason.as_str(), deployed.is_true()),
+        (reason::RELEASED, false)
+    );
+    // Still Failed, and still saying why.
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
+    assert_eq!(cond(&w, "worker-a", READY).reason, reason::JOIN_TIMEOUT);
+    assert_eq!(cond(&w, "worker-a", JOINED).reason, reason::JOIN_TIMEOUT);
+}
+
+#[test]
+fn a_contract_that_retries_after_no_bids_keeps_its_claim_requesting() {
+    let mut w = two_claims();
+    w.settle(start());
+    let retry_at = start() + Duration::seconds(5);
+    {
+        let contract = w.contract_of("worker-a");
+        set_phase(contract, ComputeContractPhase::Failed, None);
+        let status = contract.status.as_mut().unwrap();
+        status.message = Some(format!(
+            "no bids: ...; retrying at {}",
+            retry_at.to_rfc3339()
+        ));
+        status.next_attempt_at = Some(to_time(retry_at));
+    }
+    w.reconcile(start() + Duration::seconds(1));
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Requesting));
+    let deployed = cond(&w, "worker-a", DEPLOYED);
+    assert_eq!(deployed.reason, reason::RENT_RETRYING);
+    assert!(
+        deployed.message.contains("retrying at"),
+        "{}",
+        deployed.message
+    );
+    assert_eq!(cond(&w, "worker-a", READY).reason, reason::RENT_RETRYING);
+    assert!(
+        w.entries().contains(&entry_name("uid-a")),
+        "the entry stays, so the market is asked again"
+    );
+
+    // A bid came on the retry: the claim goes on as usual.
+    set_phase(
+        w.contract_of("worker-a"),
+        ComputeContractPhase::Deployed,
+        guest(None),
+    );
+    w.contract_of("worker-a")
+        .status
+        .as_mut()
+        .unwrap()
+        .next_attempt_at = None;
+    w.reconcile(start() + Duration::seconds(6));
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Deployed));
+}

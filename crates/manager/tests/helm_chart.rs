@@ -323,11 +323,18 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
             resource,
             &["list", "watch", "patch"]
         ));
+        // The Cluster's status.nodes is applied; a claim's status is replaced
+        // guarded by its resourceVersion.
+        let status_verb = if resource == "clusters" {
+            "patch"
+        } else {
+            "update"
+        };
         assert!(rule_has(
             &cluster_rules,
             "socialweb.computer",
             &format!("{resource}/status"),
-            &["patch"]
+            &[status_verb]
         ));
         assert!(!rule_has(
             &cluster_rules,

@@ -7,6 +7,12 @@
 //!   cache turns into a conflict (requeue), never a lost finalizer.
 //! - A new join Secret is created (POST), never applied, so a cache that has
 //!   not seen it yet cannot replace its token: that is a conflict too.
+//! - A claim's Failed status is written first, before its entry leaves the
+//!   Infra, and recorded in [`FailedClaims`]: a restart lists it Failed, and a
+//!   later reconcile whose cache has not caught up leaves the claim alone.
+//! - Claim statuses are guarded by the resourceVersion they were decided
+//!   from: a stale decision is a conflict, so each transition is written (and
+//!   its Event and metric published) once.
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
 
@@ -22,10 +28,12 @@ use super::Context;
 use super::compose::ClusterKey;
 use super::conditions::{DEPLOYED, JOINED, READY, reason};
 use super::decide::{ClaimStatusChange, FinalizerChange, InfraAction, Plan};
+use super::failed::FailedClaims;
 use super::secrets::new_token;
 use crate::{Error, Result};
 
-/// Performs `plan` for the claims in `claims` (used for Events).
+/// Performs `plan` for the claims in `claims` (used for Events); records the
+/// claims it wrote Failed in `failed`.
 ///
 /// # Errors
 /// The first failed write, with what was being done.
@@ -34,7 +42,18 @@ pub async fn act(
     key: &ClusterKey,
     plan: &Plan,
     claims: &[&NodeClaim],
+    failed: &FailedClaims,
 ) -> Result<()> {
+    let (failing, other_statuses): (Vec<_>, Vec<_>) = plan
+        .claim_statuses
+        .iter()
+        .partition(|change| change.fails_the_claim());
+    for change in failing {
+        if write_claim_status(ctx, change, claims).await? {
+            failed.record(&change.uid, key);
+            publish_transition(ctx, change, claims).await;
+        }
+    }
     if let Some(change) = &plan.add_cluster_finalizer {
         add_finalizer::<Cluster>(ctx, change, CLUSTER_FINALIZER).await?;
     }
@@ -90,9 +109,10 @@ pub async fn act(
     for name in &plan.delete_secrets {
         delete_ignoring_missing(&secrets, name, "join Secret").await?;
     }
-    for change in &plan.claim_statuses {
-        write_claim_status(ctx, change).await?;
-        publish_transition(ctx, change, claims).await;
+    for change in other_statuses {
+        if write_claim_status(ctx, change, claims).await? {
+            publish_transition(ctx, change, claims).await;
+        }
     }
     for change in &plan.remove_claim_finalizers {
         remove_finalizer::<NodeClaim>(ctx, change, NODECLAIM_FINALIZER).await?;
@@ -158,21 +178,31 @@ where
     }
 }
 
-async fn write_claim_status(ctx: &Context, change: &ClaimStatusChange) -> Result<()> {
-    let claims: Api<NodeClaim> = Api::namespaced(ctx.client.clone(), &change.namespace);
-    let body = json!({
-        "apiVersion": api_version::<NodeClaim>(),
-        "kind": NodeClaim::kind(&()),
-        "metadata": {"name": change.name},
-        "status": change.status,
-    });
-    match claims
-        .patch_status(&change.name, &apply_params(), &Patch::Apply(body))
-        .await
-    {
-        Ok(_) => Ok(()),
+/// Replaces a claim's status (PUT), guarded by the resourceVersion it was
+/// decided from; `false` when the claim is gone.
+async fn write_claim_status(
+    ctx: &Context,
+    change: &ClaimStatusChange,
+    claims: &[&NodeClaim],
+) -> Result<bool> {
+    let Some(claim) = find_claim(claims, change) else {
+        return Ok(false);
+    };
+    let mut next = claim.clone();
+    next.metadata.managed_fields = None;
+    next.metadata
+        .resource_version
+        .clone_from(&change.resource_version);
+    next.status = Some(change.status.clone());
+    let params = PostParams {
+        field_manager: Some(NODECLAIM_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let api: Api<NodeClaim> = Api::namespaced(ctx.client.clone(), &change.namespace);
+    match api.replace_status(&change.name, &params, &next).await {
+        Ok(_) => Ok(true),
         // The claim went away (its finalizer was already removed): nothing to report on.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(e) => Err(Error::kube(
             format!(
                 "write status of NodeClaim {}/{}",
@@ -183,15 +213,22 @@ async fn write_claim_status(ctx: &Context, change: &ClaimStatusChange) -> Result
     }
 }
 
+fn find_claim<'a>(claims: &[&'a NodeClaim], change: &ClaimStatusChange) -> Option<&'a NodeClaim> {
+    claims
+        .iter()
+        .find(|c| {
+            c.name_any() == change.name && c.namespace().as_deref() == Some(&change.namespace)
+        })
+        .copied()
+}
+
 /// An Event on the claim when its phase changed (Warning when it failed).
 async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &[&NodeClaim]) {
     let phase = change.status.phase;
     if phase == change.previous_phase {
         return;
     }
-    let Some(claim) = claims.iter().find(|c| {
-        c.name_any() == change.name && c.namespace().as_deref() == Some(&change.namespace)
-    }) else {
+    let Some(claim) = find_claim(claims, change) else {
         return;
     };
     if let Some(created) = &claim.metadata.creation_timestamp {

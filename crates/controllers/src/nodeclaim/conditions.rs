@@ -50,6 +50,8 @@ pub mod reason {
     pub const GUEST_RUNNING: &str = "GuestRunning";
     /// Deployed False: the market is still renting the machine.
     pub const RENTING: &str = "Renting";
+    /// Deployed False: no bid came; the market is asked again (the claim waits).
+    pub const RENT_RETRYING: &str = "RentRetrying";
     /// Deployed False: the entry is not composed, so nothing is rented.
     pub const NOT_RENTED: &str = "NotRented";
     /// Deployed False: the machine is being released.

@@ -58,6 +58,9 @@ pub struct Observed<'a> {
     pub contract_namespace: &'a str,
     /// Whether a live Requester runs the contract namespace (claims compose only then).
     pub root: RootState,
+    /// Uids of claims this controller wrote Failed that the cache may not show
+    /// Failed yet ([`super::failed::FailedClaims`]): they are left alone.
+    pub written_failed: &'a BTreeSet<String>,
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
 }
@@ -94,10 +97,24 @@ pub struct ClaimStatusChange {
     pub namespace: String,
     /// Name of the claim.
     pub name: String,
+    /// Uid of the claim.
+    pub uid: String,
+    /// The resourceVersion the old status was read at: the write is guarded
+    /// by it, so a decision from a stale cache is a conflict, never a write.
+    pub resource_version: Option<String>,
     /// The whole new status.
     pub status: NodeClaimStatus,
     /// The phase before, to publish an Event on a transition only.
     pub previous_phase: Option<NodeClaimPhase>,
+}
+
+impl ClaimStatusChange {
+    /// Whether this write makes the claim Failed (it was not before).
+    #[must_use]
+    pub fn fails_the_claim(&self) -> bool {
+        self.status.phase == Some(NodeClaimPhase::Failed)
+            && self.previous_phase != Some(NodeClaimPhase::Failed)
+    }
 }
 
 /// Everything one reconcile writes, in the order `act` performs it.
@@ -179,7 +196,8 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
     claims.sort_by_key(|c| c.name_any());
 
     for claim in &claims {
-        let entry = api::names::entry_name(&claim.uid().unwrap_or_default());
+        let uid = claim.uid().unwrap_or_default();
+        let entry = api::names::entry_name(&uid);
         let contract = contracts.get(entry.as_str()).copied();
         let secret = secrets.get(entry.as_str()).copied();
         let deleting = claim.metadata.deletion_timestamp.is_some();
@@ -189,6 +207,11 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
         status.observed_generation = generation;
 
         let failed_before = previous.phase == Some(NodeClaimPhase::Failed);
+        if !failed_before && observed.written_failed.contains(&uid) {
+            // Written Failed, but the cache still shows the claim before that:
+            // deciding from it would compose the entry again.
+            continue;
+        }
         let had_entry = observed_entries.contains(entry.as_str());
         let problem = if deleting {
             Some(Problem {
@@ -210,8 +233,15 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             }),
         };
         match outcome {
-            // Failed is final: the claim keeps its status and no entry.
-            _ if failed_before => {}
+            // Failed is final: the claim keeps its status and no entry; only
+            // its Deployed condition follows the machine on its way out.
+            _ if failed_before => {
+                if let Some(deployed) =
+                    graces::after_failure(&previous.conditions, contract, generation, &stamp)
+                {
+                    set_condition(&mut status.conditions, deployed);
+                }
+            }
             Err(problem) => {
                 set_condition(
                     &mut status.conditions,
@@ -331,6 +361,8 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             plan.claim_statuses.push(ClaimStatusChange {
                 namespace: claim.namespace().unwrap_or_default(),
                 name: claim.name_any(),
+                uid: uid.clone(),
+                resource_version: claim.resource_version(),
                 status,
                 previous_phase: previous.phase,
             });
@@ -512,6 +544,9 @@ fn compose_claim(
 /// The phase of a composed claim, from its contract.
 fn composed_phase(contract: Option<&ComputeContract>) -> NodeClaimPhase {
     let status = contract.and_then(|c| c.status.as_ref());
+    if status.is_some_and(graces::renting_retried) {
+        return NodeClaimPhase::Requesting;
+    }
     match status.and_then(|s| s.phase) {
         None
         | Some(

@@ -15,7 +15,8 @@
 //! keeps counting from the same instant.
 
 use api::{
-    ComputeContract, ComputeContractPhase, Condition, ConditionStatus, Guest, find_condition,
+    ComputeContract, ComputeContractPhase, ComputeContractStatus, Condition, ConditionStatus,
+    Guest, find_condition,
 };
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -107,7 +108,19 @@ pub fn observe(
     let mut deadline = None;
     let mut grant_expires_at = None;
 
-    let deployed = if phase == Some(ComputeContractPhase::Failed) {
+    let deployed = if status.is_some_and(renting_retried) {
+        let why = status
+            .and_then(|s| s.message.clone())
+            .unwrap_or_else(|| "no reason given".to_owned());
+        cond(
+            DEPLOYED,
+            ConditionStatus::False,
+            reason::RENT_RETRYING,
+            format!(
+                "no machine is rented yet and the market is asked again ({why}); to ask for other resources or another location, delete and recreate the NodeClaim"
+            ),
+        )
+    } else if phase == Some(ComputeContractPhase::Failed) {
         let why = status
             .and_then(|s| s.message.clone())
             .unwrap_or_else(|| "no reason given".to_owned());
@@ -278,6 +291,54 @@ pub fn observe(
         guest,
         grant_expires_at,
     }
+}
+
+/// Whether the contract failed to rent a machine and will try again (no
+/// bid came; the Requester asks the market again at `nextAttemptAt`): the
+/// claim waits, it has not failed.
+#[must_use]
+pub fn renting_retried(status: &ComputeContractStatus) -> bool {
+    status.phase == Some(ComputeContractPhase::Failed)
+        && status.receipt.is_none()
+        && status.next_attempt_at.is_some()
+}
+
+/// The Deployed condition of a Failed claim whose machine ran when it
+/// failed (a join timeout, a lost node), as the machine goes: Releasing, then
+/// Released. `None` keeps the condition as it is (the machine still runs, or
+/// the condition already says why the claim failed).
+#[must_use]
+pub fn after_failure(
+    previous: &[Condition],
+    contract: Option<&ComputeContract>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Option<Condition> {
+    let deployed = find_condition(previous, DEPLOYED)?;
+    if !(deployed.is_true() || deployed.reason == reason::RELEASING) {
+        return None;
+    }
+    let phase = contract.map(|c| c.status.as_ref().and_then(|s| s.phase));
+    let (why, message) = match phase {
+        Some(Some(ComputeContractPhase::Releasing)) => (
+            reason::RELEASING,
+            "the claim failed: its machine is being released",
+        ),
+        // Released, or the contract is gone (deleted only once Released).
+        None | Some(Some(ComputeContractPhase::Released)) => (
+            reason::RELEASED,
+            "the claim failed: its machine is released",
+        ),
+        Some(_) => return None,
+    };
+    Some(condition(
+        DEPLOYED,
+        ConditionStatus::False,
+        why,
+        message,
+        generation,
+        now,
+    ))
 }
 
 /// When the Deployed condition became True: kept from before, or now.

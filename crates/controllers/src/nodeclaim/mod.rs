@@ -30,6 +30,7 @@ pub mod act;
 pub mod compose;
 pub mod conditions;
 pub mod decide;
+pub mod failed;
 pub mod graces;
 pub mod root;
 pub mod secrets;
@@ -96,6 +97,8 @@ impl Stores {
 struct Runtime {
     ctx: Arc<Context>,
     stores: Stores,
+    /// Claims written Failed that the cache may not show so yet.
+    failed: failed::FailedClaims,
 }
 
 /// The NodeClaim controller over the shared caches.
@@ -122,6 +125,7 @@ pub fn controller(
     let runtime = Arc::new(Runtime {
         ctx: ctx.clone(),
         stores: stores.clone(),
+        failed: failed::FailedClaims::default(),
     });
 
     let by_cluster =
@@ -310,6 +314,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         requesters.iter().map(AsRef::as_ref),
         &ctx.contract_namespace,
     );
+    let written_failed = runtime.failed.unseen(key, &claim_refs);
     let observed = decide::Observed {
         key,
         cluster: cluster.as_deref(),
@@ -319,6 +324,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         secrets: &secret_refs,
         contract_namespace: &ctx.contract_namespace,
         root,
+        written_failed: &written_failed,
         now,
     };
     let plan = decide::decide(&observed);
@@ -330,7 +336,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             statuses = plan.claim_statuses.len(),
             "acting"
         );
-        act::act(ctx, key, &plan, &claim_refs).await?;
+        act::act(ctx, key, &plan, &claim_refs, &runtime.failed).await?;
     }
     let until_deadline = plan
         .requeue_at

@@ -3,6 +3,8 @@
 // Each test crate uses a different part of this module.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod lag;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,11 +13,12 @@ use api::{
     NodeClaimSpec, Requester, RequesterSpec, Resources,
 };
 use apiserver::testing::TestServer;
+use controllers::metrics::Metrics;
 use controllers::requester::{self, MarketClock, Markets, Timing};
 use controllers::{Clock, SharedCaches, SystemClock, infra, nodeclaim};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use market::LocalMarket;
+use market::{LocalMarket, LocalMarketConfig};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -27,17 +30,33 @@ pub const WAIT: Duration = Duration::from_secs(20);
 
 pub struct Env {
     pub server: TestServer,
+    /// The test's own client: never delayed.
     pub client: Client,
+    /// What the controllers talk through (a lagging client in some scenarios).
+    manager_client: Client,
     clock: Arc<dyn Clock>,
     /// Shared across restarts of the controllers, as a real market outlives the manager.
-    market: Arc<LocalMarket>,
+    pub market: Arc<LocalMarket>,
+    /// Where the NodeClaim controller counts.
+    pub metrics: Metrics,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// What a scenario changes of the default environment.
+#[derive(Default)]
+pub struct Setup {
+    /// The market (default: seed 7, nodes register at once).
+    pub market: Option<LocalMarketConfig>,
+    /// Every NodeClaim watch event reaches the controllers this late (a stale cache).
+    pub claim_watch_lag: Option<Duration>,
+    /// The NodeClaim controller's metrics (default: unregistered).
+    pub metrics: Option<Metrics>,
 }
 
 impl Env {
     /// Starts the manager's three controllers over fresh shared caches.
     pub fn start_manager(&mut self) {
-        let client = &self.client;
+        let client = &self.manager_client;
         let clock = &self.clock;
         let markets = Arc::new(Markets::with_local_market(
             Arc::clone(clock),
@@ -52,11 +71,9 @@ impl Env {
             Arc::clone(clock),
             CONTRACT_NS,
         ));
-        let claim_ctx = Arc::new(nodeclaim::context(
-            client.clone(),
-            Arc::clone(clock),
-            CONTRACT_NS,
-        ));
+        let mut claim_ctx = nodeclaim::context(client.clone(), Arc::clone(clock), CONTRACT_NS);
+        claim_ctx.metrics = self.metrics.clone();
+        let claim_ctx = Arc::new(claim_ctx);
         let infra_run = infra::controller(infra_ctx, &caches);
         let claim_run = nodeclaim::controller(claim_ctx, &caches);
         let requester_run = requester::controller(Arc::new(requester_ctx), &caches);
@@ -85,6 +102,10 @@ impl Drop for Env {
 }
 
 pub async fn start() -> Env {
+    start_with(Setup::default()).await
+}
+
+pub async fn start_with(setup: Setup) -> Env {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -92,13 +113,24 @@ pub async fn start() -> Env {
     let server = testkit::server_with_crds(&[NS, CONTRACT_NS]).await;
     let client = server.client();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let market = testkit::local_market(7, Arc::new(MarketClock(Arc::clone(&clock))));
+    let market_config = setup.market.unwrap_or(LocalMarketConfig {
+        seed: 7,
+        ..LocalMarketConfig::default()
+    });
+    let market =
+        testkit::local_market_with(market_config, Arc::new(MarketClock(Arc::clone(&clock))));
     create_requester(&client).await;
+    let manager_client = match setup.claim_watch_lag {
+        Some(lag) => lag::lagging_watches(client.clone(), "nodeclaims", lag),
+        None => client.clone(),
+    };
     let mut env = Env {
         server,
         client,
+        manager_client,
         clock,
         market,
+        metrics: setup.metrics.unwrap_or_default(),
         tasks: Vec::new(),
     };
     env.start_manager();

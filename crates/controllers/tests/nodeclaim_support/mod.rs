@@ -4,7 +4,7 @@
 // Each test crate uses a different part of this module.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use api::names::{
     CLUSTER_FINALIZER, CONTRACT_LABEL, INFRA_NAME_LABEL, NODECLAIM_FINALIZER,
@@ -94,6 +94,8 @@ pub struct World {
     pub secrets: Vec<Secret>,
     pub tokens: u32,
     pub root: RootState,
+    /// Claims the controller wrote Failed that this (stale) world does not show so.
+    pub written_failed: BTreeSet<String>,
 }
 
 impl World {
@@ -110,6 +112,7 @@ impl World {
             secrets: Vec::new(),
             tokens: 0,
             root: RootState::Running,
+            written_failed: BTreeSet::new(),
         }
     }
 
@@ -126,6 +129,7 @@ impl World {
             secrets: &secrets,
             contract_namespace: CONTRACT_NS,
             root: self.root,
+            written_failed: &self.written_failed,
             now,
         })
     }

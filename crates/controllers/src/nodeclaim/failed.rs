@@ -1,0 +1,131 @@
+//! Claims this controller wrote Failed, remembered until its cache shows it.
+//!
+//! Failed is final, and [`super::decide::decide`] reads "Failed" from the
+//! claim's cached status. The cache lags the controller's own writes: the
+//! Infra and contract events its failure caused can arrive before the claim's
+//! own Failed status does, and a reconcile in between would see a claim whose
+//! machine just went away and compose its entry again (a second machine for a
+//! Failed claim). This is the expectations record Kubernetes' own
+//! controllers keep for their writes: after `act` wrote a Failed status it
+//! records the claim's uid here, and until the cache shows that status the
+//! claim is left alone (no entry, no status write).
+//!
+//! # Guarantees
+//! A uid is forgotten once its claim's cached status says Failed or the
+//! claim left the cache (deleted): the record holds only claims whose write
+//! the cache has not caught up with. A restarted controller needs none: its
+//! first list already holds every status written before (the Failed status is
+//! written before the entry is removed, see [`super::act`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use api::{NodeClaim, NodeClaimPhase};
+use kube::ResourceExt;
+
+use super::compose::ClusterKey;
+
+/// The uids of claims written Failed whose cached status may not say so yet.
+#[derive(Debug, Default)]
+pub struct FailedClaims {
+    uids: Mutex<BTreeMap<String, ClusterKey>>,
+}
+
+impl FailedClaims {
+    /// Records that the claim `uid` of Cluster `key` was written Failed.
+    pub fn record(&self, uid: &str, key: &ClusterKey) {
+        self.lock().insert(uid.to_owned(), key.clone());
+    }
+
+    /// The uids of `key`'s claims written Failed that the cache (`cached`: every
+    /// claim of the key) does not show Failed yet; forgets the others of the key.
+    #[must_use]
+    pub fn unseen(&self, key: &ClusterKey, cached: &[&NodeClaim]) -> BTreeSet<String> {
+        let lagging: BTreeSet<String> = cached
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase) != Some(NodeClaimPhase::Failed))
+            .filter_map(|c| c.uid())
+            .collect();
+        let mut uids = self.lock();
+        uids.retain(|uid, of| of != key || lagging.contains(uid));
+        uids.iter()
+            .filter(|(_, of)| *of == key)
+            .map(|(uid, _)| uid.clone())
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ClusterKey>> {
+        // The map stays consistent whatever panicked while holding it.
+        self.uids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use api::{Location, NodeClaimSpec, NodeClaimStatus, Resources};
+
+    fn key(name: &str) -> ClusterKey {
+        ClusterKey {
+            namespace: "tenant-a".into(),
+            name: name.into(),
+        }
+    }
+
+    fn claim(uid: &str, phase: Option<NodeClaimPhase>) -> NodeClaim {
+        let mut claim = NodeClaim::new(
+            uid,
+            NodeClaimSpec {
+                cluster_name: "c1".into(),
+                resources: Resources {
+                    cpus: 1,
+                    memory: 1,
+                    disk: 1,
+                    network: 1,
+                },
+                location: Location {
+                    country: "DE".into(),
+                    region: None,
+                },
+                owner_did: None,
+                adopt: None,
+                join_grace_seconds: 1,
+                loss_grace_seconds: 1,
+            },
+        );
+        claim.metadata.uid = Some(uid.into());
+        claim.status = Some(NodeClaimStatus {
+            phase,
+            ..NodeClaimStatus::default()
+        });
+        claim
+    }
+
+    #[test]
+    fn a_failed_write_is_remembered_until_the_cache_shows_it() {
+        let failed = FailedClaims::default();
+        failed.record("a", &key("c1"));
+        failed.record("z", &key("c2"));
+        let stale = claim("a", Some(NodeClaimPhase::Deployed));
+        assert_eq!(
+            failed.unseen(&key("c1"), &[&stale]),
+            ["a".to_owned()].into()
+        );
+        let caught_up = claim("a", Some(NodeClaimPhase::Failed));
+        assert!(failed.unseen(&key("c1"), &[&caught_up]).is_empty());
+        assert!(
+            failed.unseen(&key("c1"), &[&stale]).is_empty(),
+            "forgotten once seen"
+        );
+        // Another Cluster's record is kept until that Cluster's reconcile.
+        assert!(failed.lock().contains_key("z"));
+        assert_eq!(failed.unseen(&key("c2"), &[]), BTreeSet::new());
+        assert!(
+            failed.lock().is_empty(),
+            "a claim gone from the cache is forgotten"
+        );
+    }
+}
