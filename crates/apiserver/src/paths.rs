@@ -22,8 +22,13 @@ pub struct ResourcePath {
 pub enum Route {
     /// `/version`
     Version,
-    /// `/healthz`, `/readyz`, `/livez` (and their sub-paths)
-    Health,
+    /// `/healthz`, `/readyz`, `/livez`, or one of their checks (`/readyz/ping`)
+    Health {
+        /// `healthz`, `readyz` or `livez`.
+        endpoint: String,
+        /// The one check asked for.
+        check: Option<String>,
+    },
     /// `/api`
     CoreVersions,
     /// `/apis`
@@ -65,7 +70,10 @@ pub fn parse(path: &str) -> Route {
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     match segs.as_slice() {
         ["version"] => Route::Version,
-        ["healthz" | "readyz" | "livez", ..] => Route::Health,
+        [endpoint @ ("healthz" | "readyz" | "livez"), rest @ ..] => Route::Health {
+            endpoint: (*endpoint).to_string(),
+            check: (!rest.is_empty()).then(|| rest.join("/")),
+        },
         ["api"] => Route::CoreVersions,
         ["apis"] => Route::Groups,
         ["apis", group] => Route::Group((*group).to_string()),

@@ -50,9 +50,19 @@ pub struct Resource {
     pub storage_version: String,
     /// The k8s-openapi type of a built-in kind: every write is decoded through it.
     pub typed: Option<Typed>,
+    /// The resourceVersion from which this resource is served (a custom resource: when its
+    /// CRD's spec last changed). As the real server's watch cache for a new CRD starts
+    /// there, a watch from an older resourceVersion is 410 Expired.
+    pub served_since: u64,
 }
 
 impl Resource {
+    /// Whether a watch from `rv` starts before this resource was served (410 Expired).
+    #[must_use]
+    pub fn watch_too_old(&self, rv: Option<u64>) -> bool {
+        rv.is_some_and(|rv| rv < self.served_since)
+    }
+
     /// `group/version` or `version` for core.
     #[must_use]
     pub fn api_version(&self) -> String {
@@ -102,6 +112,9 @@ pub struct Registry {
     by_path: BTreeMap<(String, String, String), Arc<Resource>>,
     /// CRD name -> the (group, version, plural) entries it added.
     crds: BTreeMap<String, Vec<(String, String, String)>>,
+    /// CRD name -> what its storage depends on (spec and accepted names) and since when
+    /// that has been served.
+    crd_serving: BTreeMap<String, (Value, u64)>,
 }
 
 impl Registry {
@@ -137,6 +150,7 @@ impl Registry {
                 custom: false,
                 storage_version: b.version.into(),
                 typed: Some(b.typed),
+                served_since: 0,
             };
             registry.insert(resource);
         }
@@ -229,9 +243,22 @@ impl Registry {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        // Like the real CRD handler, only a change of spec or accepted names makes new
+        // storage (and a new watch cache); a status write keeps the old one.
+        let signature = serde_json::json!([crd["spec"], crd["status"]["acceptedNames"]]);
+        let served_since = match self.crd_serving.get(&crd_name) {
+            Some((old, since)) if *old == signature => *since,
+            _ => crd["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|rv| rv.parse().ok())
+                .unwrap_or(0),
+        };
         self.unregister_crd(&crd_name);
+        self.crd_serving
+            .insert(crd_name.clone(), (signature, served_since));
         let mut keys = Vec::new();
-        for resource in resources {
+        for mut resource in resources {
+            resource.served_since = served_since;
             keys.push((
                 resource.group.clone(),
                 resource.version.clone(),
@@ -245,6 +272,7 @@ impl Registry {
 
     /// Removes the resources of a CRD.
     pub fn unregister_crd(&mut self, crd_name: &str) {
+        self.crd_serving.remove(crd_name);
         if let Some(keys) = self.crds.remove(crd_name) {
             for key in keys {
                 self.by_path.remove(&key);
@@ -406,6 +434,7 @@ pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
             custom: true,
             storage_version: (*storage_version).to_string(),
             typed: None,
+            served_since: 0,
         });
     }
     if !errors.is_empty() {

@@ -145,7 +145,39 @@ pub fn is_dns1123_label(value: &str) -> Vec<String> {
     errors
 }
 
-/// An RFC 1123 subdomain (object names, label key prefixes).
+/// An RFC 1035 label (Service names: a letter first).
+#[must_use]
+pub fn is_dns1035_label(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > DNS1123_LABEL_MAX {
+        errors.push(max_len_error(DNS1123_LABEL_MAX));
+    }
+    let starts_with_letter = value.as_bytes().first().is_some_and(u8::is_ascii_lowercase);
+    if !(starts_with_letter && is_dns1123_label_part(value)) {
+        errors.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            "[a-z]([-a-z0-9]*[a-z0-9])?",
+            &["my-name", "abc-123"],
+        ));
+    }
+    errors
+}
+
+/// A name that can be a path segment (`path.IsValidPathSegmentName`: RBAC object names).
+#[must_use]
+pub fn is_valid_path_segment_name(value: &str) -> Vec<String> {
+    if value == "." || value == ".." {
+        return vec![format!("may not be '{value}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|illegal| value.contains(*illegal))
+        .map(|illegal| format!("may not contain '{illegal}'"))
+        .collect()
+}
+
+/// An RFC 1123 subdomain (object names, label key prefixes). Its dot-separated parts have
+/// no length limit of their own: only the whole is limited to 253 characters.
 #[must_use]
 pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
@@ -165,6 +197,30 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subdomain_of_253_characters_without_dots_is_valid() {
+        assert!(is_dns1123_subdomain(&"a".repeat(253)).is_empty());
+        assert_eq!(
+            is_dns1123_subdomain(&"a".repeat(254)),
+            ["must be no more than 253 characters"]
+        );
+        assert_eq!(
+            is_dns1123_label(&"a".repeat(64)),
+            ["must be no more than 63 characters"]
+        );
+    }
+
+    #[test]
+    fn service_names_start_with_a_letter() {
+        assert!(is_dns1035_label("web-1").is_empty());
+        assert_eq!(is_dns1035_label("1web").len(), 1);
+        assert_eq!(is_valid_path_segment_name(".."), ["may not be '..'"]);
+        assert_eq!(
+            is_valid_path_segment_name("a/b%"),
+            ["may not contain '/'", "may not contain '%'"]
+        );
+    }
 
     #[test]
     fn qualified_names() {

@@ -268,7 +268,10 @@ async fn dispatch(app: &Arc<App>, route: Route, req: Req) -> ApiResult<Response>
             get_only(&req)?;
             Ok(json_response(StatusCode::OK, &discovery::version()))
         }
-        Route::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Route::Health { endpoint, check } => {
+            get_only(&req)?;
+            Ok(health(app, &endpoint, check.as_deref(), req.params.verbose))
+        }
         Route::CoreVersions => {
             get_only(&req)?;
             Ok(json_response(StatusCode::OK, &discovery::core_versions()))
@@ -312,6 +315,51 @@ async fn dispatch(app: &Arc<App>, route: Route, req: Req) -> ApiResult<Response>
         Route::Resource(path) => resource(app, path, req).await,
         Route::Unknown => Err(ApiError::no_route("unknown path")),
     }
+}
+
+/// `/healthz`, `/livez`, `/readyz` as the real server answers them (k8s.io/apiserver/pkg/
+/// server/healthz): `ok`, or with `?verbose` one `[+]<check> ok` line per check and
+/// `<endpoint> check passed`; a failed check is `[-]<check> failed: reason withheld` and a
+/// 500. Only `readyz` has the `shutdown` check (the server is stopping).
+fn health(app: &App, endpoint: &str, only: Option<&str>, verbose: bool) -> Response {
+    let stopping = app.shutdown.is_cancelled();
+    let mut checks = vec![("ping", true), ("log", true), ("store", true)];
+    if endpoint == "readyz" {
+        checks.push(("shutdown", !stopping));
+    }
+    if let Some(only) = only {
+        return match checks.iter().find(|(name, _)| *name == only) {
+            Some((_, true)) => (StatusCode::OK, "ok").into_response(),
+            Some((name, false)) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal server error: {name} check failed"),
+            )
+                .into_response(),
+            None => ApiError::no_route(&format!("{endpoint}/{only}")).into_response(),
+        };
+    }
+    let passed = checks.iter().all(|(_, ok)| *ok);
+    let code = if passed {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    if !verbose && passed {
+        return (code, "ok").into_response();
+    }
+    let mut text = String::new();
+    for (name, ok) in &checks {
+        if *ok {
+            text.push_str(&format!("[+]{name} ok\n"));
+        } else {
+            text.push_str(&format!("[-]{name} failed: reason withheld\n"));
+        }
+    }
+    text.push_str(&format!(
+        "{endpoint} check {}\n",
+        if passed { "passed" } else { "failed" }
+    ));
+    (code, text).into_response()
 }
 
 /// The served resource of a path, checking scope.

@@ -7,6 +7,8 @@ use crate::status::{ApiError, ApiResult};
 /// The query parameters the server understands.
 #[derive(Debug, Clone, Default)]
 pub struct Params {
+    /// `verbose` (health checks list each check).
+    pub verbose: bool,
     /// `labelSelector`.
     pub label_selector: Option<String>,
     /// `fieldSelector`.
@@ -97,6 +99,8 @@ impl Params {
                 "fieldValidation" => p.field_validation = Some(value).filter(|v| !v.is_empty()),
                 "propagationPolicy" => p.propagation_policy = Some(value).filter(|v| !v.is_empty()),
                 "includeObject" => p.include_object = Some(value).filter(|v| !v.is_empty()),
+                // A bare `?verbose` is on, as on the real server.
+                "verbose" => p.verbose = value.is_empty() || flag(&value)?,
                 _ => {}
             }
         }

@@ -81,6 +81,9 @@ pub struct Page {
     pub items: Vec<Arc<StoredObject>>,
     /// The continue token, when more remain.
     pub continue_token: Option<String>,
+    /// How many items follow this page, when known: as on the real server, only for lists
+    /// without a label or field selector (`ListMeta.remainingItemCount`).
+    pub remaining: Option<usize>,
 }
 
 /// Reads a page from a consistent snapshot.
@@ -111,7 +114,7 @@ pub fn page(app: &App, res: &Resource, path: &ResourcePath, req: &Req) -> ApiRes
     let limit = usize::try_from(req.params.limit).unwrap_or(usize::MAX);
     let mut items = Vec::new();
     let mut more = false;
-    let range: Box<dyn Iterator<Item = (&ObjKey, &Arc<StoredObject>)>> =
+    let mut range: Box<dyn Iterator<Item = (&ObjKey, &Arc<StoredObject>)>> =
         match (&after, filter.namespace()) {
             (Some(after), _) => Box::new(
                 table
@@ -131,7 +134,7 @@ pub fn page(app: &App, res: &Resource, path: &ResourcePath, req: &Req) -> ApiRes
             }
             (None, None) => Box::new(table.iter()),
         };
-    for (_, stored) in range {
+    for (_, stored) in range.by_ref() {
         if !filter.matches(stored) {
             continue;
         }
@@ -141,6 +144,8 @@ pub fn page(app: &App, res: &Resource, path: &ResourcePath, req: &Req) -> ApiRes
         }
         items.push(stored.clone());
     }
+    let remaining = (more && !filter.has_selectors())
+        .then(|| 1 + range.filter(|(_, stored)| filter.matches(stored)).count());
     let continue_token = if more {
         app.store.keep_snapshot(&res.storage, rv, table.clone());
         items.last().map(|last| encode_continue(rv, &last.key()))
@@ -151,6 +156,7 @@ pub fn page(app: &App, res: &Resource, path: &ResourcePath, req: &Req) -> ApiRes
         rv,
         items,
         continue_token,
+        remaining,
     })
 }
 
@@ -188,6 +194,9 @@ pub fn list(
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
     if let Some(token) = &page.continue_token {
         metadata["continue"] = Value::String(token.clone());
+    }
+    if let Some(remaining) = page.remaining {
+        metadata["remainingItemCount"] = json!(remaining);
     }
     let mut out =
         Vec::with_capacity(page.items.iter().map(|i| i.json.len() + 1).sum::<usize>() + 256);

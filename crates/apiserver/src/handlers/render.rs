@@ -97,6 +97,12 @@ fn allowed_field(res: &Resource, field: &str) -> bool {
 }
 
 impl Filter {
+    /// Whether a label or field selector narrows the objects.
+    #[must_use]
+    pub fn has_selectors(&self) -> bool {
+        self.labels.is_some() || self.fields.is_some()
+    }
+
     /// Builds the filter of a request.
     ///
     /// # Errors

@@ -155,8 +155,8 @@ pub fn serve(
         tx,
     };
     let subscription = match app.store.subscribe(&res.storage, from) {
-        Ok(s) => s,
-        Err(_) => {
+        Ok(s) if !res.watch_too_old(from) => s,
+        _ => {
             let line = expired_line(params.resource_version.as_deref().unwrap_or_default());
             let tx = watcher.tx.clone();
             tokio::spawn(async move {

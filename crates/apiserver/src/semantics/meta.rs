@@ -9,6 +9,9 @@ use crate::status::{ApiError, ApiResult, Cause};
 
 const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
 
+/// `TotalAnnotationSizeLimitB` (k8s.io/apimachinery/pkg/api/validation/objectmeta.go).
+const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+
 fn invalid(causes: &mut Vec<Cause>, field: String, value: &str, problems: &[String]) {
     if !problems.is_empty() {
         causes.push(Cause {
@@ -61,13 +64,23 @@ pub fn validate(res: &Resource, object: &Value) -> ApiResult<()> {
             &is_valid_label_value(value),
         );
     }
-    for (key, _) in string_map(meta, "annotations")? {
+    let annotations = string_map(meta, "annotations")?;
+    for (key, _) in &annotations {
         invalid(
             &mut causes,
             "metadata.annotations".into(),
             key,
             &is_qualified_name(&key.to_lowercase()),
         );
+    }
+    // `ValidateAnnotationsSize`: keys and values together at most 256 KiB.
+    let total: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+        causes.push(Cause {
+            reason: "FieldValueTooLong".into(),
+            field: "metadata.annotations".into(),
+            message: format!("Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
+        });
     }
     match &meta["finalizers"] {
         Value::Null => {}

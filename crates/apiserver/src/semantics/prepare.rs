@@ -40,43 +40,24 @@ pub fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
     }
 }
 
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && name
-            .as_bytes()
-            .first()
-            .is_some_and(u8::is_ascii_alphanumeric)
-        && name
-            .as_bytes()
-            .last()
-            .is_some_and(u8::is_ascii_alphanumeric)
-}
-
-fn is_dns_subdomain(name: &str) -> bool {
-    name.len() <= 253 && name.split('.').all(is_dns_label)
-}
-
-/// Checks an object name as the kind's validation would.
+/// Checks an object name as the kind's validation would: the problems, each one cause
+/// (`ValidateObjectMeta` with the kind's name function, k8s.io/apimachinery/pkg/api/
+/// validation and k8s.io/apimachinery/pkg/util/validation, 1.32).
 #[must_use]
-pub fn name_error(res: &Resource, name: &str) -> Option<String> {
-    match (res.group.as_str(), res.plural.as_str()) {
-        ("rbac.authorization.k8s.io", _) => {
-            if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('%') {
-                return Some(format!("Invalid value: {name:?}: may not contain '/' or '%' and may not be '.' or '..'"));
-            }
-            None
-        }
-        ("", "namespaces" | "services") => (!is_dns_label(name)).then(|| {
-            format!("Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character")
-        }),
-        _ => (!is_dns_subdomain(name)).then(|| {
-            format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")
-        }),
-    }
+pub fn name_errors(res: &Resource, name: &str) -> Vec<String> {
+    use apimachinery::selector::validation::{
+        is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_valid_path_segment_name,
+    };
+    let problems = match (res.group.as_str(), res.plural.as_str()) {
+        ("rbac.authorization.k8s.io", _) => is_valid_path_segment_name(name),
+        ("", "namespaces") => is_dns1123_label(name),
+        ("", "services") => is_dns1035_label(name),
+        _ => is_dns1123_subdomain(name),
+    };
+    problems
+        .into_iter()
+        .map(|problem| format!("Invalid value: {name:?}: {problem}"))
+        .collect()
 }
 
 /// The 5 random characters appended to `generateName`.
@@ -185,15 +166,17 @@ pub fn create(res: &Resource, mut object: Value, namespace: Option<&str>) -> Api
             "Required value: name or generateName is required",
         ));
     }
-    if let Some(problem) = name_error(res, &name) {
-        return Err(ApiError::invalid_field(
-            &res.group,
-            &res.kind,
-            &name,
-            "FieldValueInvalid",
-            "metadata.name",
-            problem,
-        ));
+    let problems = name_errors(res, &name);
+    if !problems.is_empty() {
+        let causes = problems
+            .into_iter()
+            .map(|message| Cause {
+                reason: "FieldValueInvalid".into(),
+                field: "metadata.name".into(),
+                message,
+            })
+            .collect();
+        return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
     }
     meta.insert("name".into(), Value::String(name.clone()));
     match (res.namespaced, namespace) {

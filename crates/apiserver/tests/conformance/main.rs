@@ -12,6 +12,7 @@ mod kit;
 mod crds;
 mod finalizers;
 mod gc;
+mod limits;
 mod meta;
 mod namespaces;
 mod p1;
