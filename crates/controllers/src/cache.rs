@@ -272,6 +272,9 @@ pub struct SharedCaches {
     pub contracts: Shared<ComputeContract>,
     /// Requesters of the contract namespace.
     pub requesters: Shared<Requester>,
+    /// Requesters of every other namespace: they run nothing, and are told so.
+    /// Not part of [`CacheReadiness`]: no reconcile decides from them.
+    pub outside_requesters: Shared<Requester>,
     /// Join Secrets of the contract namespace (those labelled with a contract entry).
     pub join_secrets: Shared<Secret>,
     /// Clusters of every namespace.
@@ -289,6 +292,11 @@ impl SharedCaches {
             infras: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
             contracts: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
             requesters: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
+            outside_requesters: Shared::new(
+                Api::all(client.clone()),
+                watcher::Config::default()
+                    .fields(&format!("metadata.namespace!={contract_namespace}")),
+            ),
             join_secrets: Shared::new(
                 Api::namespaced(client.clone(), contract_namespace),
                 watcher::Config::default().labels(names::CONTRACT_LABEL),
@@ -306,6 +314,7 @@ impl SharedCaches {
             self.infras.take_reflector(),
             self.contracts.take_reflector(),
             self.requesters.take_reflector(),
+            self.outside_requesters.take_reflector(),
             self.join_secrets.take_reflector(),
             self.clusters.take_reflector(),
             self.nodeclaims.take_reflector(),

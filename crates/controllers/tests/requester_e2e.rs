@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use api::{ComputeContractPhase as Phase, names};
 use controllers::requester;
+use kube::ResourceExt;
 use requester_support::*;
 
 #[tokio::test]
@@ -122,6 +123,20 @@ async fn no_bids_fails_and_recovers_when_a_bidder_appears() {
     let env = Env::start().await;
     let controller = env.start_controller();
     env.create_requester("root", vec![], 1).await;
+    // A market nobody bids on is not ready, and says why.
+    env.wait_until(
+        "root says it has no bidder",
+        Duration::from_secs(5),
+        async || {
+            let root = env.requesters().get("root").await.unwrap();
+            root.status.as_ref().is_some_and(|s| {
+                api::find_condition(&s.conditions, "Ready").is_some_and(|c| {
+                    !c.is_true() && c.reason == "NoBidders" && c.message.contains("bidders")
+                })
+            })
+        },
+    )
+    .await;
     env.create_contract("c1", 3600).await;
     let c = env.wait_phase("c1", Phase::Failed).await;
     let message = c.status.as_ref().unwrap().message.clone().unwrap();
@@ -133,6 +148,12 @@ async fn no_bids_fails_and_recovers_when_a_bidder_appears() {
     env.set_bidders("root", vec![bidder("did:web:late", 4)])
         .await;
     let c = env.wait_phase("c1", Phase::Deployed).await;
+    let root = env.requesters().get("root").await.unwrap();
+    let ready = api::find_condition(&root.status.as_ref().unwrap().conditions, "Ready").unwrap();
+    assert_eq!(
+        (ready.is_true(), ready.reason.as_str()),
+        (true, "MarketConfigured")
+    );
     assert_eq!(c.status.unwrap().winner.unwrap().bidder, "did:web:late");
     assert_eq!(
         env.market.rfps_published(&key("c1")),
@@ -287,5 +308,49 @@ async fn a_contract_with_adopt_takes_over_a_running_guest_without_bidding() {
         0,
         "no bidding for an adopted guest"
     );
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_requester_outside_the_contract_namespace_is_told_it_runs_nothing() {
+    const ELSEWHERE: &str = "tenant-a";
+    let env = Env::start().await;
+    testkit::create_namespaces(&env.client, &[ELSEWHERE]).await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    let mut stray: api::Requester = env.requesters().get("root").await.unwrap();
+    stray.metadata = kube::api::ObjectMeta {
+        name: Some("stray".to_owned()),
+        namespace: Some(ELSEWHERE.to_owned()),
+        ..Default::default()
+    };
+    stray.status = None;
+    let elsewhere: kube::Api<api::Requester> = kube::Api::namespaced(env.client.clone(), ELSEWHERE);
+    elsewhere
+        .create(&kube::api::PostParams::default(), &stray)
+        .await
+        .unwrap();
+    env.wait_until(
+        "the stray Requester says it is ignored",
+        Duration::from_secs(5),
+        async || {
+            let stray = elsewhere.get("stray").await.unwrap();
+            stray.status.as_ref().is_some_and(|s| {
+                api::find_condition(&s.conditions, "Ready").is_some_and(|c| {
+                    !c.is_true() && c.reason == "OutsideContractNamespace" && c.message.contains(NS)
+                })
+            })
+        },
+    )
+    .await;
+    let stray = elsewhere.get("stray").await.unwrap();
+    assert!(
+        stray.finalizers().is_empty(),
+        "no root finalizer on a Requester that runs nothing"
+    );
+    // It takes nothing from the Requester that runs the namespace.
+    env.create_contract("c1", 3600).await;
+    env.wait_phase("c1", Phase::Deployed).await;
     controller.abort();
 }

@@ -368,7 +368,21 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
         &rules,
         "socialweb.computer",
         "requesters",
-        &["list", "watch", "patch"]
+        &["patch"]
+    ));
+    // Requesters of every namespace are watched, so one outside the contract
+    // namespace is told in its status that it runs nothing.
+    assert!(rule_has(
+        &cluster_rules,
+        "socialweb.computer",
+        "requesters",
+        &["list", "watch"]
+    ));
+    assert!(rule_has(
+        &cluster_rules,
+        "socialweb.computer",
+        "requesters/status",
+        &["update"]
     ));
     assert!(rule_has(
         &rules,

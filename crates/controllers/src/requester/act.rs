@@ -408,12 +408,15 @@ async fn publish_event(rt: &Runtime, contract: &ComputeContract, note: super::de
     }
 }
 
-/// Logs a failed reconcile and requeues after the error's own delay.
+/// Counts and logs a failed reconcile, and requeues after the error's own delay.
 pub(super) fn error_policy(
     contract: Arc<ComputeContract>,
     error: &Error,
-    _rt: Arc<Runtime>,
+    rt: Arc<Runtime>,
 ) -> Action {
+    rt.ctx
+        .metrics
+        .reconcile_failed(super::CONTRACT_METRICS_LABEL, error.category());
     if error.is_conflict() {
         debug!(contract = %contract.name_any(), "conflict; requeue");
     } else {

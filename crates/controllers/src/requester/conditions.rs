@@ -78,6 +78,11 @@ pub const DEPLOYED_REASON: &str = "Deployed";
 pub const MARKET_CONFIGURED: &str = "MarketConfigured";
 /// Reason (Requester Ready): the spec names no usable market.
 pub const NO_MARKET: &str = "NoMarket";
+/// Reason (Requester Ready): the market has no bidder, so nothing can be rented.
+pub const NO_BIDDERS: &str = "NoBidders";
+/// Reason (Requester Ready): the Requester is outside the contract namespace,
+/// which is the only one this manager runs.
+pub const OUTSIDE_CONTRACT_NAMESPACE: &str = "OutsideContractNamespace";
 /// Reason (Requester Ready): an older Requester of the namespace runs the contracts.
 pub const SUPERSEDED: &str = "Superseded";
 /// Reason (Requester Ready): the Requester is being deleted in the root delete order.

@@ -17,6 +17,8 @@
 //! - `root`: the Requester's status and finalizer.
 //! - [`ttl`]: finished ownerless contracts are deleted after their TTL.
 //! - [`markets`]: one market per Requester.
+//! - `ignored`: a Requester outside the contract namespace is told that it
+//!   runs nothing, and why.
 
 pub mod conditions;
 pub mod decide;
@@ -26,6 +28,7 @@ pub mod ttl;
 mod act;
 mod events;
 mod finalizers;
+mod ignored;
 mod lifecycle;
 mod observe;
 mod root;
@@ -38,6 +41,8 @@ mod decide_edge_tests;
 mod decide_props;
 #[cfg(test)]
 mod decide_tests;
+#[cfg(test)]
+mod error_policy_tests;
 #[cfg(test)]
 mod test_fixtures;
 
@@ -176,8 +181,9 @@ fn log_outcome<T, E: std::fmt::Display>(result: Result<T, E>) -> futures::future
     futures::future::ready(())
 }
 
-/// The two controllers: contracts (watching Requesters) and Requesters (watching
-/// contracts and Infras, for the status count and the root delete order).
+/// The three controllers: contracts (watching Requesters), Requesters (watching
+/// contracts and Infras, for the status count and the root delete order), and
+/// the Requesters outside the contract namespace (told they are ignored).
 ///
 /// Subscribes to the caches when called; run the returned future, then spawn
 /// [`SharedCaches::run`]. The future ends on SIGTERM/Ctrl+C (letting running
@@ -224,9 +230,21 @@ pub fn controller(
             })
             .with_config(config)
             .graceful_shutdown_on(ctx.stop.signaled())
-            .run(root::reconcile_requester, root::error_policy, rt)
+            .run(
+                root::reconcile_requester,
+                root::error_policy,
+                Arc::clone(&rt),
+            )
             .for_each(log_outcome);
+    let ignored = Controller::for_shared_stream(
+        caches.outside_requesters.subscribe(),
+        caches.outside_requesters.store(),
+    )
+    .with_config(Config::default().concurrency(1))
+    .graceful_shutdown_on(ctx.stop.signaled())
+    .run(ignored::reconcile, ignored::error_policy, rt)
+    .for_each(log_outcome);
     async move {
-        futures::join!(contracts, requesters);
+        futures::join!(contracts, requesters, ignored);
     }
 }

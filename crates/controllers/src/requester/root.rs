@@ -99,36 +99,16 @@ fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> Requeste
     status.market = requester.spec.market.kind();
     let requesters = rt.requesters.state();
     let runner = select_requester(requesters.iter().map(AsRef::as_ref), namespace);
-    let (ready, reason, message) = match runner {
-        Some(runner) if runner.name_any() != requester.name_any() => (
-            S::False,
-            cond::SUPERSEDED,
-            format!(
-                "Requester {} (the oldest in this namespace) runs its contracts; delete this one",
-                runner.name_any()
-            ),
-        ),
-        _ => match rt.ctx.markets.for_requester(requester) {
-            Ok(_) => {
-                let bidders = requester
-                    .spec
-                    .market
-                    .local
-                    .as_ref()
-                    .map_or(0, |l| l.bidders.len());
-                (
-                    S::True,
-                    cond::MARKET_CONFIGURED,
-                    format!("the local market is configured with {bidders} bidders"),
-                )
-            }
-            Err(error) => (
-                S::False,
-                cond::NO_MARKET,
-                format!("{error}; fix spec.market"),
-            ),
-        },
+    let market = match runner {
+        Some(runner) if runner.name_any() != requester.name_any() => Ok(()),
+        _ => rt
+            .ctx
+            .markets
+            .for_requester(requester)
+            .map(|_| ())
+            .map_err(|error| error.to_string()),
     };
+    let (ready, reason, message) = live_ready(requester, runner, market);
     cond::set(
         &mut status.conditions,
         cond::READY,
@@ -139,6 +119,57 @@ fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> Requeste
         now,
     );
     status
+}
+
+/// The Ready condition of a live Requester: `runner` is the Requester that
+/// runs its namespace, `market` whether its market could be built (the error
+/// said as a person reads it).
+///
+/// # Guarantees
+/// True only for the Requester that runs the namespace, with a market that
+/// was built and has at least one bidder: a market nobody bids on rents nothing.
+fn live_ready(
+    requester: &Requester,
+    runner: Option<&Requester>,
+    market: Result<(), String>,
+) -> (S, &'static str, String) {
+    if let Some(runner) = runner.filter(|r| r.name_any() != requester.name_any()) {
+        return (
+            S::False,
+            cond::SUPERSEDED,
+            format!(
+                "Requester {} (the oldest in this namespace) runs its contracts; delete this one",
+                runner.name_any()
+            ),
+        );
+    }
+    if let Err(error) = market {
+        return (
+            S::False,
+            cond::NO_MARKET,
+            format!("{error}; fix spec.market"),
+        );
+    }
+    match requester
+        .spec
+        .market
+        .local
+        .as_ref()
+        .map(|l| l.bidders.len())
+    {
+        None | Some(0) => (
+            S::False,
+            cond::NO_BIDDERS,
+            "the local market has no bidders, so no contract can be rented: add bidders to \
+             spec.market.local.bidders"
+                .to_owned(),
+        ),
+        Some(bidders) => (
+            S::True,
+            cond::MARKET_CONFIGURED,
+            format!("the local market is configured with {bidders} bidders"),
+        ),
+    }
 }
 
 /// One step of the root delete order; requeues until it is done.
@@ -262,7 +293,9 @@ async fn patch_finalizers(
         .map_err(|e| Error::kube(format!("{action} {}", describe(requester)), e))
 }
 
-async fn write_status_if_changed(
+/// Replaces the Requester's status when it differs (PUT on /status with the
+/// resourceVersion read, so a stale decision is a 409); a Requester gone is fine.
+pub(super) async fn write_status_if_changed(
     api: &Api<Requester>,
     requester: &Requester,
     status: RequesterStatus,
@@ -299,4 +332,42 @@ pub(super) fn error_policy(requester: Arc<Requester>, error: &Error, rt: Arc<Run
         warn!(requester = %requester.name_any(), category = error.category(), %error, "reconcile failed");
     }
     Action::requeue(error.retry_after())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::requester::test_fixtures::requester_with;
+
+    #[test]
+    fn a_market_without_bidders_is_not_ready() {
+        let none = requester_with("root", vec![]);
+        let (ready, reason, message) = live_ready(&none, Some(&none), Ok(()));
+        assert_eq!((ready, reason), (S::False, cond::NO_BIDDERS));
+        assert!(message.contains("spec.market.local.bidders"), "{message}");
+
+        let one = requester_with(
+            "root",
+            vec![crate::requester::test_fixtures::bidder("did:web:a")],
+        );
+        let (ready, reason, message) = live_ready(&one, Some(&one), Ok(()));
+        assert_eq!((ready, reason), (S::True, cond::MARKET_CONFIGURED));
+        assert!(message.contains("1 bidders"), "{message}");
+    }
+
+    #[test]
+    fn a_broken_market_and_a_superseded_requester_are_not_ready() {
+        let root = requester_with(
+            "root",
+            vec![crate::requester::test_fixtures::bidder("did:web:a")],
+        );
+        let (ready, reason, _) = live_ready(&root, Some(&root), Err("no market".to_owned()));
+        assert_eq!((ready, reason), (S::False, cond::NO_MARKET));
+        let older = requester_with("older", vec![]);
+        let (ready, reason, message) = live_ready(&root, Some(&older), Ok(()));
+        assert_eq!((ready, reason), (S::False, cond::SUPERSEDED));
+        assert!(message.contains("older"), "{message}");
+    }
 }

@@ -207,3 +207,36 @@ pub fn deleted(mut c: api::ComputeContract) -> api::ComputeContract {
     c.metadata.generation = Some(c.metadata.generation.unwrap_or(0) + 1);
     c
 }
+
+/// A Requester of the contract namespace on a local market with `bidders`.
+pub fn requester_with(name: &str, bidders: Vec<api::LocalBidder>) -> api::Requester {
+    let mut requester = api::Requester::new(
+        name,
+        api::RequesterSpec {
+            market: api::Market {
+                local: Some(api::requester::LocalMarket {
+                    seed: 7,
+                    bidders,
+                    state_dir: None,
+                }),
+            },
+            bid_window_seconds: 1,
+            max_in_flight: 10,
+        },
+    );
+    requester.metadata.namespace = Some("socialweb-system".to_owned());
+    requester.metadata.generation = Some(1);
+    requester
+}
+
+/// A local bidder with room for a few machines.
+pub fn bidder(did: &str) -> api::LocalBidder {
+    api::LocalBidder {
+        did: did.to_owned(),
+        cost: 5,
+        currency: "EUR".to_owned(),
+        capacity: 4,
+        boot_delay_millis: 0,
+        failure_rate: 0,
+    }
+}

@@ -1,0 +1,63 @@
+//! Every reconciler of the Requester controller counts its failures in
+//! `socialweb_reconcile_errors` (the contract reconciler did not).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+
+use super::test_fixtures::{contract, requester_with};
+use super::{Context, Markets, Runtime, act, ignored, root};
+use crate::metrics::Metrics;
+use crate::{Error, SharedCaches, SystemClock};
+
+/// A runtime on a client that is never called, with metrics in `registry`.
+fn runtime(registry: &mut Registry) -> Arc<Runtime> {
+    let client =
+        kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+    let clock = Arc::new(SystemClock);
+    let markets = Arc::new(Markets::new(clock.clone()));
+    let mut ctx = Context::new(client.clone(), clock, markets, "socialweb-system");
+    ctx.metrics = Metrics::register(registry);
+    let caches = SharedCaches::new(client, "socialweb-system");
+    Arc::new(Runtime {
+        ctx: Arc::new(ctx),
+        contracts: caches.contracts.store(),
+        requesters: caches.requesters.store(),
+        infras: caches.infras.store(),
+        ready: caches.readiness(),
+    })
+}
+
+fn failure() -> Error {
+    Error::kube(
+        "write the status of ComputeContract socialweb-system/c1",
+        kube::Error::Api(kube::core::Status::failure("boom", "InternalError").boxed()),
+    )
+}
+
+fn errors(registry: &Registry, controller: &str) -> Option<f64> {
+    let mut text = String::new();
+    encode(&mut text, registry).unwrap();
+    let series = format!(
+        r#"socialweb_reconcile_errors_total{{controller="{controller}",category="kube"}} "#
+    );
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map(|value| value.parse().unwrap())
+}
+
+#[tokio::test]
+async fn every_requester_reconciler_counts_its_failures() {
+    let mut registry = Registry::default();
+    let rt = runtime(&mut registry);
+    act::error_policy(Arc::new(contract()), &failure(), Arc::clone(&rt));
+    act::error_policy(Arc::new(contract()), &failure(), Arc::clone(&rt));
+    let requester = Arc::new(requester_with("root", vec![]));
+    root::error_policy(Arc::clone(&requester), &failure(), Arc::clone(&rt));
+    ignored::error_policy(requester, &failure(), rt);
+    assert_eq!(errors(&registry, super::CONTRACT_METRICS_LABEL), Some(2.0));
+    assert_eq!(errors(&registry, super::ROOT_METRICS_LABEL), Some(1.0));
+    assert_eq!(errors(&registry, ignored::METRICS_LABEL), Some(1.0));
+}

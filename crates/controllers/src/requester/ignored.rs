@@ -1,0 +1,116 @@
+//! Requesters outside the contract namespace. This manager runs only the
+//! contract namespace's Requester; any other one would otherwise get no
+//! status at all and look like a Requester nobody has read yet. Each gets
+//! Ready=False `OutsideContractNamespace`, saying where a Requester must be.
+//!
+//! # Guarantees
+//! Writes status only (on change, with the resourceVersion read); never a
+//! finalizer, a contract or a market call.
+
+use std::sync::Arc;
+
+use api::{ConditionStatus, Requester, RequesterStatus};
+use chrono::{DateTime, Utc};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use tracing::warn;
+
+use super::Runtime;
+use super::conditions as cond;
+use super::root::write_status_if_changed;
+use crate::{Error, Result};
+
+/// The `controller` metric label of this reconciler.
+pub const METRICS_LABEL: &str = "requester_ignored";
+
+/// The status of a Requester in `namespace`, which is not `contract_namespace`.
+#[must_use]
+pub fn ignored_status(
+    requester: &Requester,
+    contract_namespace: &str,
+    now: DateTime<Utc>,
+) -> RequesterStatus {
+    let namespace = requester.namespace().unwrap_or_default();
+    let mut status = requester.status.clone().unwrap_or_default();
+    status.observed_generation = requester.metadata.generation;
+    status.market = requester.spec.market.kind();
+    status.contracts = 0;
+    cond::set(
+        &mut status.conditions,
+        cond::READY,
+        ConditionStatus::False,
+        cond::OUTSIDE_CONTRACT_NAMESPACE,
+        &format!(
+            "this manager runs the Requester of namespace {contract_namespace} only, so this one \
+             in {namespace} runs no contract: create it in {contract_namespace}, or run a \
+             manager with --contract-namespace {namespace}"
+        ),
+        requester.metadata.generation,
+        now,
+    );
+    status
+}
+
+/// Writes the ignored status of a Requester outside the contract namespace.
+///
+/// # Errors
+/// A failed status write (a conflict is a quick requeue).
+#[tracing::instrument(skip_all, fields(namespace = %requester.namespace().unwrap_or_default(), requester = %requester.name_any()))]
+pub(super) async fn reconcile(requester: Arc<Requester>, rt: Arc<Runtime>) -> Result<Action> {
+    let ctx = &rt.ctx;
+    let namespace = requester.namespace().unwrap_or_default();
+    if requester.metadata.deletion_timestamp.is_some() || namespace == ctx.contract_namespace {
+        return Ok(Action::await_change());
+    }
+    let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
+    let status = ignored_status(&requester, &ctx.contract_namespace, ctx.clock.now());
+    let api: Api<Requester> = Api::namespaced(ctx.client.clone(), &namespace);
+    write_status_if_changed(&api, &requester, status).await?;
+    Ok(Action::await_change())
+}
+
+/// Counts and logs a failed reconcile, and requeues after the error's own delay.
+pub(super) fn error_policy(requester: Arc<Requester>, error: &Error, rt: Arc<Runtime>) -> Action {
+    rt.ctx
+        .metrics
+        .reconcile_failed(METRICS_LABEL, error.category());
+    if !error.is_conflict() {
+        warn!(requester = %requester.name_any(), category = error.category(), %error, "reconcile failed");
+    }
+    Action::requeue(error.retry_after())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::requester::test_fixtures::{requester_with, t0};
+
+    #[test]
+    fn an_ignored_requester_says_where_a_requester_must_be() {
+        let mut elsewhere = requester_with("root", vec![]);
+        elsewhere.metadata.namespace = Some("tenant-a".to_owned());
+        let status = ignored_status(&elsewhere, "socialweb-system", t0());
+        let ready = api::find_condition(&status.conditions, cond::READY).unwrap();
+        assert_eq!(ready.status, ConditionStatus::False);
+        assert_eq!(ready.reason, cond::OUTSIDE_CONTRACT_NAMESPACE);
+        assert!(
+            ready.message.contains("create it in socialweb-system"),
+            "{}",
+            ready.message
+        );
+        assert!(ready.message.contains("tenant-a"), "{}", ready.message);
+        assert_eq!(status.observed_generation, Some(1));
+        // Written once: the same input gives the same status.
+        elsewhere.status = Some(status.clone());
+        assert_eq!(
+            ignored_status(
+                &elsewhere,
+                "socialweb-system",
+                t0() + chrono::Duration::seconds(9)
+            ),
+            status
+        );
+    }
+}
