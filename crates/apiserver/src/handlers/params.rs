@@ -43,10 +43,12 @@ pub struct Params {
     pub include_object: Option<String>,
 }
 
+/// A boolean query parameter, as Go's `strconv.ParseBool` reads it (the real server's
+/// query decoding): the Python client, for one, sends `True`.
 fn flag(value: &str) -> ApiResult<bool> {
     match value {
-        "true" | "1" => Ok(true),
-        "false" | "0" | "" => Ok(false),
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" | "" => Ok(false),
         other => Err(ApiError::bad_request(format!(
             "invalid boolean value {other:?}"
         ))),

@@ -190,3 +190,24 @@ async fn r4_17_health_endpoints_list_their_checks_when_verbose() {
     assert_eq!(text("/readyz/ping").await, (200, "ok".to_string()));
     assert_eq!(text("/readyz/nothing").await.0, 404);
 }
+
+/// Upstream decodes boolean query parameters with Go's `strconv.ParseBool` (1, t, T, TRUE,
+/// true, True and their false forms): the official Python client sends
+/// `allowWatchBookmarks=True`.
+#[tokio::test]
+async fn r1_16_boolean_query_parameters_parse_as_go_does() {
+    let server = TestServer::start().await.unwrap();
+    let rv = get(&server, CONFIGMAPS).await.rv();
+    for spelling in ["True", "t", "1", "TRUE"] {
+        let watch = RawWatch::open(
+            &server,
+            &format!(
+                "{CONFIGMAPS}?watch={spelling}&allowWatchBookmarks={spelling}&resourceVersion={rv}&timeoutSeconds=1"
+            ),
+        )
+        .await;
+        assert_eq!(watch.code, 200, "{spelling}");
+    }
+    let answer = get(&server, &format!("{CONFIGMAPS}?watch=yes")).await;
+    answer.assert_status(400, "BadRequest");
+}

@@ -6,6 +6,7 @@
 pub mod helm_venv;
 pub mod kubectl;
 pub mod objects;
+pub mod pip_venv;
 pub mod scenes;
 
 /// Whether the tests run under CI, where a missing tool is a failure, not a skip.
