@@ -38,6 +38,7 @@ pub mod http;
 pub mod pds;
 pub mod plc;
 pub mod relay;
+pub mod web;
 
 use std::net::SocketAddr;
 
@@ -133,6 +134,30 @@ impl FakeNetwork {
         })
     }
 
+    /// Serves a did:web document on its own `localhost` port, under this
+    /// network's faults ([`Service::Bidder`]: did:web hosts are the bidders').
+    /// The document's `id` is set to the did:web, which is returned.
+    ///
+    /// # Errors
+    /// When the port cannot be bound.
+    pub async fn serve_did_web(
+        &mut self,
+        mut document: atproto::DidDocument,
+    ) -> std::io::Result<(String, web::DidWeb)> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let did = web::DidWeb::did_for_port(listener.local_addr()?.port());
+        document.id.clone_from(&did);
+        let host = web::DidWeb::new(document);
+        spawn(
+            listener,
+            host.router(),
+            &self.faults,
+            Service::Bidder,
+            &mut self.tasks,
+        )?;
+        Ok((did, host))
+    }
+
     /// Runs until every service stops (they do not, unless a listener fails).
     pub async fn wait(mut self) {
         for task in std::mem::take(&mut self.tasks) {
@@ -158,6 +183,17 @@ async fn serve(
 ) -> std::io::Result<String> {
     let listener =
         TcpListener::bind(address.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))).await?;
+    spawn(listener, router, faults, service, tasks)
+}
+
+/// Serves `router` behind the fault gate of `service`; returns its URL.
+fn spawn(
+    listener: TcpListener,
+    router: axum::Router,
+    faults: &Faults,
+    service: Service,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> std::io::Result<String> {
     let bound = listener.local_addr()?;
     let gate = http::FaultGate {
         faults: faults.clone(),

@@ -370,3 +370,42 @@ async fn plc_answers_404_for_an_unknown_did_and_the_relay_lags_as_told() {
     net.faults.set_relay_lag(Duration::ZERO);
     assert_eq!(list().await, [did]);
 }
+
+#[tokio::test]
+async fn did_web_documents_resolve_over_http_and_a_bidder_style_issuer_verifies() {
+    let mut net = FakeNetwork::start().await.unwrap();
+    let key = SigningKey::generate(atproto::Algorithm::P256);
+    let document: atproto::DidDocument = serde_json::from_value(json!({
+        "id": "replaced",
+        "verificationMethod": [{"id": "#attestation", "type": "Multikey", "controller": "replaced",
+                                "publicKeyMultibase": key.public_key().multibase()}],
+        "service": [{"id": "#pdr_temp_market", "type": "x", "serviceEndpoint": "https://bidder.example"}]
+    }))
+    .unwrap();
+    let (did, _host) = net.serve_did_web(document).await.unwrap();
+    let resolver = DidResolver::new(
+        xrpc::http_client().unwrap(),
+        &net.plc_url,
+        Duration::from_secs(10),
+    );
+    let resolved = resolver.resolve(&did).await.unwrap();
+    assert_eq!(resolved.id, did);
+    assert_eq!(resolved.key("attestation").unwrap(), key.public_key());
+    let endpoint = atproto::did::resolve_service(&resolver, &format!("{did}#pdr_temp_market"))
+        .await
+        .unwrap();
+    assert_eq!(endpoint, "https://bidder.example");
+    assert_eq!(
+        atproto::did::resolve_service(&resolver, "https://direct.example")
+            .await
+            .unwrap(),
+        "https://direct.example"
+    );
+
+    // A record signed by that key, as the reference bidder signs its bids.
+    let mut bid = json!({"$type": "com.publicdomainrelay.temp.market.bid", "createdAt": "2026-07-08T05:50:24.489Z"});
+    attest::sign_record(&mut bid, &key, "did:plc:bidderrepo", Some(&did)).unwrap();
+    let verified = attest::verify_record(&bid, "did:plc:bidderrepo").unwrap();
+    assert_eq!(verified[0].issuer.as_deref(), Some(did.as_str()));
+    assert_eq!(verified[0].key, resolved.key("attestation").unwrap());
+}
