@@ -466,3 +466,68 @@ fn a_deleting_contract_without_the_finalizer_is_never_given_it() {
     assert!(plan.release[0].spec.release);
     assert!(!has_release_finalizer(&plan.release[0]));
 }
+
+/// A world whose cache does not show `names` and whose reads of them fail.
+fn unreadable(world: &mut World, names: &[&str]) {
+    for name in names {
+        world.hidden.insert(cc_name(name));
+        world.failing_reads.insert(cc_name(name));
+    }
+}
+
+#[test]
+fn a_contract_that_cannot_be_read_is_not_created_again_and_is_read_again_soon() {
+    use controllers::infra::decide::UNREADABLE_RETRY;
+    let mut world = world_deployed(&["node-a", "node-b"]);
+    unreadable(&mut world, &["node-b"]);
+    let plan = world.plan();
+    assert!(plan.apply.is_empty(), "created blindly: {:?}", plan.apply);
+    assert!(plan.release.is_empty() && plan.delete.is_empty());
+    assert_eq!(plan.requeue, Some(UNREADABLE_RETRY));
+    // Its row is what the status remembered: nothing to write.
+    assert!(plan.status.is_none(), "{:?}", plan.status);
+    world.failing_reads.clear();
+    assert!(world.plan().writes_nothing(), "readable again: converged");
+}
+
+#[test]
+fn a_failed_read_keeps_its_row_while_the_others_make_progress() {
+    let mut world = world_deployed(&["node-a", "node-b", "node-c"]);
+    world.set_spec(&[]);
+    world.reconcile();
+    world.settle_requester();
+    world.reconcile();
+    world.collect_all();
+    // All three are gone; the status still lists them; one read fails.
+    unreadable(&mut world, &["node-b"]);
+    let plan = world.reconcile();
+    let rows = &plan.status.as_ref().unwrap().contracts;
+    assert_eq!(
+        rows.iter()
+            .map(|r| r.compute_contract.clone())
+            .collect::<Vec<_>>(),
+        vec![cc_name("node-b")],
+        "the two read as gone leave the list, the unreadable one stays"
+    );
+    world.failing_reads.clear();
+    let plan = world.reconcile();
+    assert!(plan.status.unwrap().contracts.is_empty());
+}
+
+#[test]
+fn a_deleting_infra_with_an_unreadable_contract_deletes_nothing_and_keeps_its_finalizer() {
+    let mut world = world_deployed(&["node-a", "node-b"]);
+    world.start_deletion();
+    world.reconcile();
+    world.settle_requester();
+    unreadable(&mut world, &["node-b"]);
+    let plan = world.plan();
+    assert!(
+        plan.delete.is_empty(),
+        "deleted before all were known Released"
+    );
+    assert!(!plan.finalized);
+    world.failing_reads.clear();
+    world.hidden.clear();
+    assert_eq!(world.plan().delete.len(), 2);
+}

@@ -8,6 +8,10 @@
 //!   it only removes the exact object decide saw Released (a newer one is a 409:
 //!   requeue). A delete that finds nothing (404) is done.
 //! - At most one status patch (only when decide found a change).
+//! - A failed write does not stop the others: every write of the plan is
+//!   tried and the status is written too, so steady API errors slow the
+//!   work down but never stop it. The first error is returned (the reconcile
+//!   is retried and counted).
 //! - An Event about a write is published only if that write succeeded.
 
 use std::collections::BTreeSet;
@@ -25,8 +29,8 @@ use crate::{Error, Result};
 /// Writes `plan` for `infra`: applies, releases, deletes, the status, then the Events.
 ///
 /// # Errors
-/// The first failed write, as [`Error::Kube`]; the Events of the writes that
-/// succeeded before it are still published.
+/// The first failed write, as [`Error::Kube`], once every write was tried; the
+/// Events of the writes that succeeded are still published.
 pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan) -> Result<()> {
     let namespace = infra
         .namespace()
@@ -53,14 +57,22 @@ async fn write(
 ) -> Result<()> {
     let contracts: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
     let apply = PatchParams::apply(INFRA_MANAGER).force();
+    let mut first_error = None;
     for contract in plan.apply.iter().chain(&plan.release) {
         let name = contract.name_any();
-        contracts
+        match contracts
             .patch(&name, &apply, &Patch::Apply(contract))
             .await
-            .map_err(|e| Error::kube(format!("apply ComputeContract {namespace}/{name}"), e))?;
-        tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
-        written.applied.insert(name);
+        {
+            Ok(_) => {
+                tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
+                written.applied.insert(name);
+            }
+            Err(e) => {
+                let error = Error::kube(format!("apply ComputeContract {namespace}/{name}"), e);
+                first_error.get_or_insert(error);
+            }
+        }
     }
     for deletion in &plan.delete {
         let params = DeleteParams {
@@ -77,13 +89,17 @@ async fn write(
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => {
-                return Err(Error::kube(
+                let error = Error::kube(
                     format!("delete ComputeContract {namespace}/{}", deletion.name),
                     e,
-                ));
+                );
+                first_error.get_or_insert(error);
             }
         }
     }
+    // Written even after a failed write: the rows it records are what was
+    // observed and decided, and a write that failed is decided again next
+    // time. Without it a long list of contracts already gone never shrinks.
     if let Some(status) = &plan.status {
         let name = infra.name_any();
         let infras: Api<Infra> = Api::namespaced(ctx.client.clone(), namespace);
@@ -92,12 +108,15 @@ async fn write(
             "kind": Infra::kind(&()),
             "status": status,
         });
-        infras
+        if let Err(e) = infras
             .patch_status(&name, &apply, &Patch::Apply(patch))
             .await
-            .map_err(|e| Error::kube(format!("patch status of Infra {namespace}/{name}"), e))?;
+        {
+            let error = Error::kube(format!("patch status of Infra {namespace}/{name}"), e);
+            first_error.get_or_insert(error);
+        }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 async fn publish_events(

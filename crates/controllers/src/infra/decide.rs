@@ -31,20 +31,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::names::{
-    CONTRACT_LABEL, CONTRACT_RELEASE_FINALIZER, INFRA_NAME_LABEL, compute_contract_name,
-};
+use api::names::{CONTRACT_LABEL, compute_contract_name};
 use api::{
-    ComputeContract, ComputeContractPhase, ComputeContractSpec, ContractState, ContractStatus,
-    Infra, InfraPhase, InfraStatus, compute_contract_spec_for, infra_declaration_hash,
-    set_condition,
+    ComputeContract, ComputeContractPhase, ContractState, ContractStatus, Infra, InfraPhase,
+    InfraStatus, compute_contract_spec_for, infra_declaration_hash, set_condition,
 };
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::Resource;
 
 use super::conditions::{self, is_ready, to_time};
 use super::events::{InfraEvent, ReleaseCause};
+use super::objects::{
+    contract_object, is_current, keep_finalizer_as_is_when_deleting, released_object,
+};
 
 /// How long to wait before looking again while contracts are in flight. Contract
 /// changes wake the controller anyway (it owns them); this only covers a missed event.
@@ -55,6 +53,25 @@ pub const IN_FLIGHT_RESYNC: Duration = Duration::from_secs(300);
 /// happens while the watch is down comes only with the next re-list, so it
 /// looks again instead of waiting for that.
 pub const DELETION_SETTLE: Duration = Duration::from_secs(1);
+
+/// How soon to read again a contract whose direct read failed.
+pub const UNREADABLE_RETRY: Duration = Duration::from_secs(2);
+
+/// What one reconcile of an Infra observed.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    /// The Infra.
+    pub infra: &'a Infra,
+    /// The ComputeContracts of its namespace labelled with its name: the
+    /// cache, plus those its status lists that were read directly.
+    pub contracts: &'a [Arc<ComputeContract>],
+    /// Contracts its status lists that the cache lacks and whose direct read
+    /// failed: unknown, not gone. Never created, released or counted as
+    /// gone; read again soon.
+    pub unreadable: &'a BTreeSet<String>,
+    /// The time of this reconcile.
+    pub now: DateTime<Utc>,
+}
 
 /// A ComputeContract to delete, with the preconditions that pin the observed object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,26 +117,27 @@ impl InfraPlan {
     }
 }
 
-/// The plan for `infra`: [`decide_deleting`] once it has a deletionTimestamp,
-/// else [`decide_live`]. `contracts` are the ComputeContracts of its namespace
-/// labelled `infra.socialweb.computer/name=<infra>`.
+/// The plan for the observed Infra: [`decide_deleting`] once it has a
+/// deletionTimestamp, else [`decide_live`].
 #[must_use]
-pub fn decide(infra: &Infra, contracts: &[Arc<ComputeContract>], now: DateTime<Utc>) -> InfraPlan {
-    if infra.metadata.deletion_timestamp.is_some() {
-        decide_deleting(infra, contracts, now)
+pub fn decide(observed: &Observed<'_>) -> InfraPlan {
+    if observed.infra.metadata.deletion_timestamp.is_some() {
+        decide_deleting(observed)
     } else {
-        decide_live(infra, contracts, now)
+        decide_live(observed)
     }
 }
 
 /// The plan of a live Infra: apply each entry's contract, release and then
 /// delete the contracts that match no entry.
 #[must_use]
-pub fn decide_live(
-    infra: &Infra,
-    contracts: &[Arc<ComputeContract>],
-    now: DateTime<Utc>,
-) -> InfraPlan {
+pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
+    let Observed {
+        infra,
+        contracts,
+        unreadable,
+        now,
+    } = *observed_input;
     let infra_name = infra.metadata.name.clone().unwrap_or_default();
     let observed = by_name(contracts);
     let old_rows = old_rows(infra);
@@ -142,6 +160,15 @@ pub fn decide_live(
         let object_name = compute_contract_name(&infra_name, entry);
         let old = old_rows.get(entry);
         let row = match observed.get(object_name.as_str()) {
+            None if unreadable.contains(&object_name) => {
+                // It may well exist: creating it blindly could rent a second
+                // machine. Keep what the status remembers and read again soon.
+                matched.insert(object_name.clone());
+                old.map_or_else(
+                    || row(entry, &object_name, ContractState::Requested, None),
+                    |r| (*r).clone(),
+                )
+            }
             None => {
                 // Not observed: create it. An event only if the last status did not
                 // already record it as Staged (a stale cache re-applies quietly).
@@ -211,6 +238,7 @@ pub fn decide_live(
         );
         push_released_row(&mut rows, entry, object_name, existing);
     }
+    keep_unreadable_rows(infra, unreadable, &matched, &mut rows);
     rows.sort_by(|a, b| a.name.cmp(&b.name));
 
     let live: Vec<&ContractStatus> = live_rows.iter().collect();
@@ -241,19 +269,23 @@ pub fn decide_live(
             .any(|r| !is_ready(r) && r.phase != Some(ComputeContractPhase::Failed));
     plan.requeue = in_flight.then_some(IN_FLIGHT_RESYNC);
     settle_deletions(&mut plan, &observed);
+    retry_unreadable(&mut plan, unreadable);
     plan.status = changed_status(infra, infra_phase, rows, ready_contracts, ready);
     plan
 }
 
 /// The plan of an Infra being deleted (plan 0028 order): release every contract,
 /// delete nothing until ALL are Released, then delete them all, and report
-/// `finalized` once none is left.
+/// `finalized` once none is left. A contract that could not be read counts as
+/// neither Released nor gone.
 #[must_use]
-pub fn decide_deleting(
-    infra: &Infra,
-    contracts: &[Arc<ComputeContract>],
-    now: DateTime<Utc>,
-) -> InfraPlan {
+pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
+    let Observed {
+        infra,
+        contracts,
+        unreadable,
+        now,
+    } = *observed_input;
     let infra_name = infra.metadata.name.clone().unwrap_or_default();
     let observed = by_name(contracts);
     let old_rows = old_rows(infra);
@@ -275,11 +307,13 @@ pub fn decide_deleting(
         }
         push_released_row(&mut rows, entry, object_name, existing);
     }
+    keep_unreadable_rows(infra, unreadable, &BTreeSet::new(), &mut rows);
     rows.sort_by(|a, b| a.name.cmp(&b.name));
 
-    let all_released = observed
-        .values()
-        .all(|c| phase(c) == Some(ComputeContractPhase::Released));
+    let all_released = unreadable.is_empty()
+        && observed
+            .values()
+            .all(|c| phase(c) == Some(ComputeContractPhase::Released));
     if all_released {
         for (object_name, existing) in &observed {
             if existing.metadata.deletion_timestamp.is_none() {
@@ -290,13 +324,14 @@ pub fn decide_deleting(
             }
         }
     }
-    plan.finalized = observed.is_empty();
+    plan.finalized = observed.is_empty() && unreadable.is_empty();
     if plan.finalized {
         plan.events.push(InfraEvent::Finalized);
     } else {
         plan.requeue = Some(IN_FLIGHT_RESYNC);
     }
     settle_deletions(&mut plan, &observed);
+    retry_unreadable(&mut plan, unreadable);
     let infra_phase = if all_released {
         InfraPhase::Released
     } else {
@@ -325,6 +360,35 @@ pub fn unseen_contracts(infra: &Infra, contracts: &[Arc<ComputeContract>]) -> Ve
         .filter(|name| !observed.contains_key(name))
         .map(str::to_owned)
         .collect()
+}
+
+/// The rows the status had for contracts that could not be read (and that no
+/// entry already accounts for): kept as they were, so the next reconcile
+/// reads them again instead of forgetting them.
+fn keep_unreadable_rows(
+    infra: &Infra,
+    unreadable: &BTreeSet<String>,
+    accounted: &BTreeSet<String>,
+    rows: &mut Vec<ContractStatus>,
+) {
+    let old = infra.status.iter().flat_map(|s| &s.contracts);
+    for row in old.filter(|r| {
+        unreadable.contains(&r.compute_contract) && !accounted.contains(&r.compute_contract)
+    }) {
+        if !rows.iter().any(|r| r.name == row.name) {
+            rows.push(row.clone());
+        }
+    }
+}
+
+/// Looks again soon while a contract's direct read failed.
+fn retry_unreadable(plan: &mut InfraPlan, unreadable: &BTreeSet<String>) {
+    if !unreadable.is_empty() {
+        plan.requeue = Some(
+            plan.requeue
+                .map_or(UNREADABLE_RETRY, |r| r.min(UNREADABLE_RETRY)),
+        );
+    }
 }
 
 /// Looks again soon while a delete is sent or a deleted contract is still cached.
@@ -365,97 +429,6 @@ fn release_or_delete(
         });
         plan.delete.push(deletion(existing, &object_name));
     }
-}
-
-/// The ComputeContract object the Infra controller applies: name, namespace,
-/// the two labels, the controller ownerReference (blockOwnerDeletion), the
-/// release finalizer and `spec`.
-///
-/// The finalizer is in the applied object, so the contract has it from its
-/// creation on, before the Requester publishes anything for it; the Requester
-/// removes it once the contract is Released.
-#[must_use]
-pub fn contract_object(
-    infra: &Infra,
-    object_name: &str,
-    entry: &str,
-    spec: ComputeContractSpec,
-) -> ComputeContract {
-    let mut contract = ComputeContract::new(object_name, spec);
-    contract.metadata.namespace = infra.metadata.namespace.clone();
-    contract.metadata.labels = Some(BTreeMap::from([
-        (
-            INFRA_NAME_LABEL.to_owned(),
-            infra.metadata.name.clone().unwrap_or_default(),
-        ),
-        (CONTRACT_LABEL.to_owned(), entry.to_owned()),
-    ]));
-    contract.metadata.owner_references = owner_reference(infra).map(|o| vec![o]);
-    contract.metadata.finalizers = Some(vec![CONTRACT_RELEASE_FINALIZER.to_owned()]);
-    contract
-}
-
-/// Whether `contract` carries the release finalizer.
-fn has_release_finalizer(contract: &ComputeContract) -> bool {
-    contract
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == CONTRACT_RELEASE_FINALIZER)
-}
-
-/// A contract being deleted without the release finalizer (created before it
-/// existed, or the Requester already removed it) must not get it again: the API
-/// server refuses a new finalizer on a deleting object. Omitting it from the
-/// apply removes nothing, since the object does not have it.
-fn keep_finalizer_as_is_when_deleting(existing: &ComputeContract, desired: &mut ComputeContract) {
-    if existing.metadata.deletion_timestamp.is_some() && !has_release_finalizer(existing) {
-        desired.metadata.finalizers = None;
-    }
-}
-
-fn released_object(
-    infra: &Infra,
-    existing: &ComputeContract,
-    object_name: &str,
-    entry: &str,
-) -> ComputeContract {
-    let spec = ComputeContractSpec {
-        release: true,
-        ..existing.spec.clone()
-    };
-    let mut released = contract_object(infra, object_name, entry, spec);
-    keep_finalizer_as_is_when_deleting(existing, &mut released);
-    released
-}
-
-/// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
-fn owner_reference(infra: &Infra) -> Option<OwnerReference> {
-    infra.controller_owner_ref(&()).map(|o| OwnerReference {
-        block_owner_deletion: Some(true),
-        ..o
-    })
-}
-
-/// Whether `existing` already carries everything `desired` applies.
-fn is_current(existing: &ComputeContract, desired: &ComputeContract) -> bool {
-    let labels_ok = desired
-        .metadata
-        .labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| existing.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v));
-    let owners_ok = desired.metadata.owner_references.iter().flatten().all(|o| {
-        existing
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|e| e == o)
-    });
-    let finalizer_ok = !has_release_finalizer(desired) || has_release_finalizer(existing);
-    existing.spec == desired.spec && labels_ok && owners_ok && finalizer_ok
 }
 
 fn deletion(existing: &ComputeContract, object_name: &str) -> Deletion {

@@ -23,7 +23,9 @@ pub mod act;
 pub mod conditions;
 pub mod decide;
 pub mod events;
+pub mod objects;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -128,8 +130,13 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let object = format!("Infra {namespace}/{}", infra.name_any());
     let mut contracts = owned_contracts(&state.contracts, &infra);
-    read_unseen(ctx, &namespace, &infra, &mut contracts).await?;
-    let plan = decide::decide(&infra, &contracts, ctx.clock.now());
+    let unreadable = read_unseen(ctx, &namespace, &infra, &mut contracts).await;
+    let plan = decide::decide(&decide::Observed {
+        infra: &infra,
+        contracts: &contracts,
+        unreadable: &unreadable,
+        now: ctx.clock.now(),
+    });
 
     // The finalizer helper removes the finalizer as soon as its cleanup returns Ok,
     // so while contracts remain the deleting path acts here and waits for a change.
@@ -166,25 +173,32 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
 }
 
 /// The contracts the status lists but the cache does not show, read directly
-/// (by name); those that exist are added to `contracts`.
+/// (by name); those that exist are added to `contracts`. Returns the names
+/// whose read failed: one failed read must not stop the reconcile, or a long
+/// list under steady API errors never shrinks (the status that shortens it is
+/// written by this very reconcile).
 async fn read_unseen(
     ctx: &Context,
     namespace: &str,
     infra: &Infra,
     contracts: &mut Vec<Arc<ComputeContract>>,
-) -> Result<()> {
+) -> BTreeSet<String> {
     let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut unreadable = BTreeSet::new();
     for name in decide::unseen_contracts(infra, contracts) {
-        let found = api
-            .get_opt(&name)
-            .await
-            .map_err(|e| Error::kube(format!("get ComputeContract {namespace}/{name}"), e))?;
-        if let Some(found) = found {
-            tracing::debug!(contract = %name, "not in the cache yet; read directly");
-            contracts.push(Arc::new(found));
+        match api.get_opt(&name).await {
+            Ok(Some(found)) => {
+                tracing::debug!(contract = %name, "not in the cache yet; read directly");
+                contracts.push(Arc::new(found));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::debug!(contract = %name, %error, "cannot read; trying again soon");
+                unreadable.insert(name);
+            }
         }
     }
-    Ok(())
+    unreadable
 }
 
 fn error_policy(infra: Arc<Infra>, error: &Error, state: Arc<Reconciler>) -> Action {

@@ -12,7 +12,7 @@ use api::{
     Location, NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef,
 };
 use chrono::{DateTime, Utc};
-use controllers::infra::decide::{InfraPlan, decide, unseen_contracts};
+use controllers::infra::decide::{InfraPlan, Observed, decide, unseen_contracts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -120,6 +120,8 @@ pub struct World {
     pub hidden: std::collections::BTreeSet<String>,
     /// Whether the cache lags behind creates.
     pub lagging: bool,
+    /// Contracts whose direct read fails (the API server answers an error).
+    pub failing_reads: std::collections::BTreeSet<String>,
     uid: u64,
     rv: u64,
     pub step: i64,
@@ -134,6 +136,7 @@ impl World {
             infra_gone: false,
             hidden: std::collections::BTreeSet::new(),
             lagging: false,
+            failing_reads: std::collections::BTreeSet::new(),
             uid: 0,
             rv: 0,
             step: 0,
@@ -162,12 +165,20 @@ impl World {
     pub fn plan(&mut self) -> InfraPlan {
         self.step += 1;
         let mut view = self.cache_view();
+        let mut unreadable = std::collections::BTreeSet::new();
         for name in unseen_contracts(&self.infra, &view) {
-            if let Some(found) = self.contracts.get(&name) {
+            if self.failing_reads.contains(&name) {
+                unreadable.insert(name);
+            } else if let Some(found) = self.contracts.get(&name) {
                 view.push(Arc::new(found.clone()));
             }
         }
-        decide(&self.infra, &view, self.now())
+        decide(&Observed {
+            infra: &self.infra,
+            contracts: &view,
+            unreadable: &unreadable,
+            now: self.now(),
+        })
     }
 
     /// The cache catches up.

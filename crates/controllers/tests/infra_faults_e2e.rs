@@ -1,0 +1,106 @@
+//! Cleanup makes progress while the API server keeps failing a share of
+//! requests (issue 10, item 4): with ~6 % of reads and writes answered 500,
+//! scale-down of a large Infra stalled, because one failed read of a contract
+//! the status still listed aborted every reconcile and the status that would
+//! shorten that list was written last. Scale-down must reach zero with the
+//! faults still on.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod infra_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{ComputeContract, Infra, InfraPhase, InfraSpec};
+use apiserver::faults::FaultConfig;
+use apiserver::testing::TestServer;
+use controllers::infra::{self, context};
+use controllers::{SharedCaches, SystemClock};
+use infra_support::e2e::{fake_requester, install};
+use infra_support::{INFRA, NS, entry};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+/// Contracts in the Infra: enough that a reconcile touching all of them
+/// almost surely meets a failure at 6 %.
+const ENTRIES: usize = 120;
+
+/// An Infra of `n` plain entries (no node, no claim: nothing but contracts).
+fn spec_of(n: usize) -> InfraSpec {
+    InfraSpec {
+        description: "many machines".to_owned(),
+        contracts: (0..n).map(|i| entry(&format!("e{i:03}"))).collect(),
+        secrets: vec![],
+        record: None,
+        cluster_ref: None,
+        nodes: vec![],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_reaches_zero_while_six_percent_of_requests_fail() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client();
+    install(&client).await;
+    let caches = SharedCaches::new(client.clone(), NS);
+    let ctx = Arc::new(context(client.clone(), Arc::new(SystemClock), NS));
+    let controller = tokio::spawn(infra::controller(ctx, &caches));
+    let reflectors = tokio::spawn(caches.run());
+    let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));
+    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
+    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
+
+    infras
+        .create(&PostParams::default(), &Infra::new(INFRA, spec_of(ENTRIES)))
+        .await
+        .unwrap();
+    testkit::eventually_within(
+        "every contract Deployed",
+        Duration::from_secs(120),
+        || async {
+            let status = infras.get(INFRA).await.ok()?.status?;
+            (status.phase == Some(InfraPhase::Deployed)
+                && status.ready_contracts as usize == ENTRIES)
+                .then_some(())
+        },
+    )
+    .await;
+
+    server.set_faults(FaultConfig {
+        internal_error_rate: 0.06,
+        ..FaultConfig::default()
+    });
+    // Retried until it lands: the test's own requests fail at 6 % too.
+    testkit::eventually("the scale-down to be written", || async {
+        infras
+            .patch(
+                INFRA,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"contracts": []}})),
+            )
+            .await
+            .ok()
+    })
+    .await;
+    // The progress deadline: every contract released and deleted, and the
+    // status empty, while the faults go on.
+    let left = testkit::eventually_within(
+        "scale-down to reach zero under 6 % failures",
+        Duration::from_secs(90),
+        || async {
+            let left = contracts.list(&Default::default()).await.ok()?.items.len();
+            let status = infras.get(INFRA).await.ok()?.status?;
+            (left == 0 && status.contracts.is_empty() && status.contract_count == 0).then_some(left)
+        },
+    )
+    .await;
+    assert_eq!(left, 0);
+    let injected = server.requests().iter().filter(|r| r.status == 500).count();
+    assert!(
+        injected > 10,
+        "the faults were on: {injected} requests failed"
+    );
+
+    controller.abort();
+    reflectors.abort();
+    requester.abort();
+}
