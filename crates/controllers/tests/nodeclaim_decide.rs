@@ -477,3 +477,34 @@ fn a_claim_written_failed_is_left_alone_while_the_cache_shows_it_before() {
             .any(|c| c.name == entry_name("uid-a"))
     );
 }
+
+#[test]
+fn a_guest_is_adopted_by_one_claim_and_a_composed_claim_keeps_it() {
+    let receipt = api::Receipt {
+        uri: "local://guests/7".into(),
+        cid: "sha256:x".into(),
+    };
+    let mut w = World::new("c1");
+    for (name, uid) in [("first", "uid-1"), ("second", "uid-2")] {
+        let mut c = claim(name, uid, "c1");
+        c.spec.adopt = Some(receipt.clone());
+        w.claims.push(c);
+    }
+    w.settle(start());
+    assert_eq!(w.entries(), vec![entry_name("uid-1")]);
+    assert_eq!(
+        cond(&w, "second", INFRA_COMPOSED).reason,
+        reason::GUEST_HELD
+    );
+    assert_eq!(phase(&w, "second"), Some(NodeClaimPhase::Pending));
+
+    // Another contract claims to hold the guest later: the composed claim keeps its entry.
+    w.guest_holders
+        .push(controllers::nodeclaim::adopt::GuestHolder {
+            uri: receipt.uri.clone(),
+            entry: "node-elsewhere".into(),
+        });
+    w.settle(start() + Duration::seconds(1));
+    assert_eq!(w.entries(), vec![entry_name("uid-1")]);
+    assert_eq!(cond(&w, "first", INFRA_COMPOSED).reason, reason::COMPOSED);
+}

@@ -253,6 +253,9 @@ pub struct GuestInfo {
     pub rfp: RfpId,
     /// The contract the guest was rented for.
     pub contract: ContractKey,
+    /// DID of the tenant that owns the guest (the agreement's owner): only
+    /// that tenant's contracts may take the guest over.
+    pub owner_did: String,
     /// DID of the provider running the guest (the winning bidder).
     pub provider: String,
     /// Cost in minor units of `currency` per hour.

@@ -37,6 +37,8 @@ pub mod reason {
     pub const INVALID_OWNER_DID: &str = "InvalidOwnerDid";
     /// The previous Infra of the Cluster is still being deleted.
     pub const INFRA_DELETING: &str = "InfraDeleting";
+    /// The guest named in `spec.adopt` is held by another contract.
+    pub const GUEST_HELD: &str = "GuestHeld";
     /// The claim is being deleted.
     pub const CLAIM_DELETING: &str = "ClaimDeleting";
     /// The claim failed; its entry was removed.

@@ -33,6 +33,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
+use super::adopt::{self, GuestHolder};
 use super::compose::{self, ClusterKey, ComposedEntry, Problem};
 use super::conditions::{INFRA_COMPOSED, READY, condition, derive_ready, reason};
 use super::graces::{self, Graces, earliest, to_time};
@@ -61,6 +62,8 @@ pub struct Observed<'a> {
     /// Uids of claims this controller wrote Failed that the cache may not show
     /// Failed yet ([`super::failed::FailedClaims`]): they are left alone.
     pub written_failed: &'a BTreeSet<String>,
+    /// Who holds the guests the claims name in `spec.adopt` (all of the contract namespace).
+    pub guest_holders: &'a [GuestHolder],
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
 }
@@ -194,6 +197,8 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
     let mut composed: Vec<ComposedEntry> = Vec::new();
     let mut claims: Vec<&NodeClaim> = observed.claims.to_vec();
     claims.sort_by_key(|c| c.name_any());
+    // Guests taken over by claims composed in this reconcile (not yet in any cache).
+    let mut adopted_now: Vec<GuestHolder> = Vec::new();
 
     for claim in &claims {
         let uid = claim.uid().unwrap_or_default();
@@ -220,6 +225,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             })
         } else {
             composability(observed, &cluster_state, claim, had_entry, infra_deleting)
+                .or_else(|| adoption_problem(observed, &adopted_now, claim, &entry, had_entry))
         };
 
         let mut entry_for_claim = None;
@@ -346,6 +352,12 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             }
             if !has_finalizer(claim.finalizers(), NODECLAIM_FINALIZER) {
                 plan.add_claim_finalizers.push(finalizer_change(*claim));
+            }
+            if let Some(receipt) = &composed_entry.node.adopt {
+                adopted_now.push(GuestHolder {
+                    uri: receipt.uri.clone(),
+                    entry: composed_entry.contract.name.clone(),
+                });
             }
             composed.push(composed_entry);
         } else if deleting
@@ -508,6 +520,25 @@ fn composability(
         });
     }
     None
+}
+
+/// Why a claim may not take over the guest in its `spec.adopt`. Only a claim
+/// without an entry is refused: the first to hold a guest keeps it.
+fn adoption_problem(
+    observed: &Observed<'_>,
+    adopted_now: &[GuestHolder],
+    claim: &NodeClaim,
+    entry: &str,
+    had_entry: bool,
+) -> Option<Problem> {
+    if had_entry {
+        return None;
+    }
+    adopt::problem(
+        claim,
+        entry,
+        observed.guest_holders.iter().chain(adopted_now),
+    )
 }
 
 /// The entry of a claim that passed [`composability`]. Without a Cluster URL

@@ -66,7 +66,7 @@ impl FailedClaims {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use api::{Location, NodeClaimSpec, NodeClaimStatus, Resources};
+    use api::NodeClaimStatus;
 
     fn key(name: &str) -> ClusterKey {
         ClusterKey {
@@ -76,27 +76,7 @@ mod tests {
     }
 
     fn claim(uid: &str, phase: Option<NodeClaimPhase>) -> NodeClaim {
-        let mut claim = NodeClaim::new(
-            uid,
-            NodeClaimSpec {
-                cluster_name: "c1".into(),
-                resources: Resources {
-                    cpus: 1,
-                    memory: 1,
-                    disk: 1,
-                    network: 1,
-                },
-                location: Location {
-                    country: "DE".into(),
-                    region: None,
-                },
-                owner_did: None,
-                adopt: None,
-                join_grace_seconds: 1,
-                loss_grace_seconds: 1,
-            },
-        );
-        claim.metadata.uid = Some(uid.into());
+        let mut claim = super::super::test_fixtures::claim(uid);
         claim.status = Some(NodeClaimStatus {
             phase,
             ..NodeClaimStatus::default()

@@ -27,6 +27,7 @@
 //! running grace requeues at `deadline - now`, nothing polls.
 
 pub mod act;
+pub mod adopt;
 pub mod compose;
 pub mod conditions;
 pub mod decide;
@@ -34,6 +35,8 @@ pub mod failed;
 pub mod graces;
 pub mod root;
 pub mod secrets;
+#[cfg(test)]
+mod test_fixtures;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -315,6 +318,17 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         &ctx.contract_namespace,
     );
     let written_failed = runtime.failed.unseen(key, &claim_refs);
+    // Only claims that adopt a guest need to know who holds it.
+    let wanted = adopt::wanted(claim_refs.iter().copied());
+    let guest_holders = if wanted.is_empty() {
+        Vec::new()
+    } else {
+        adopt::holders(
+            &wanted,
+            stores.contracts.state().iter().map(AsRef::as_ref),
+            stores.infras.state().iter().map(AsRef::as_ref),
+        )
+    };
     let observed = decide::Observed {
         key,
         cluster: cluster.as_deref(),
@@ -325,6 +339,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         contract_namespace: &ctx.contract_namespace,
         root,
         written_failed: &written_failed,
+        guest_holders: &guest_holders,
         now,
     };
     let plan = decide::decide(&observed);

@@ -47,6 +47,9 @@ pub const BID_ACCEPTED: &str = "BidAccepted";
 pub const ADOPTED: &str = "Adopted";
 /// Reason: the guest named in `spec.adopt` cannot be taken over.
 pub const ADOPT_FAILED: &str = "AdoptFailed";
+/// Reason: the guest named in `spec.adopt` belongs to another account than
+/// the contract's `ownerDid`: it is not taken over (nor released).
+pub const ADOPT_REFUSED: &str = "AdoptRefused";
 /// Reason: the guest is booting.
 pub const BOOTING: &str = "Booting";
 /// Reason: the guest is reachable.

@@ -13,6 +13,48 @@ use super::test_fixtures::*;
 use super::ttl::{Ttl, verdict};
 
 #[test]
+fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
+    let mut c = contract();
+    c.spec.adopt = Some(receipt());
+    let info = GuestInfo {
+        receipt: market_receipt(),
+        rfp: RfpId::new("rfp-1"),
+        contract: market::ContractKey::new("socialweb-system", "other"),
+        owner_did: "did:web:another-tenant".to_owned(),
+        provider: "did:web:p".to_owned(),
+        cost: 4,
+        currency: "EUR".to_owned(),
+        status: GuestStatus::OnNetwork {
+            address: "10.1.1.1".to_owned(),
+        },
+    };
+    let s = step(&c, &ready(), t0(), Observation::Adopted(info));
+    assert_eq!(s.status.phase, Some(Phase::Failed));
+    assert_eq!(
+        (s.record_receipt.as_ref(), s.status.receipt.as_ref()),
+        (None, None)
+    );
+    assert_eq!(s.command, None);
+    assert_eq!(
+        condition(&apply(&c, &s), cond::ACCEPTED).reason,
+        cond::ADOPT_REFUSED
+    );
+    // Not retried, and its release sends nothing to the market.
+    let refused = apply(&c, &s);
+    assert_eq!(
+        step(&refused, &ready(), t0() + secs(1), Observation::Nothing).command,
+        None
+    );
+    let s = step(
+        &release(refused),
+        &ready(),
+        t0() + secs(2),
+        Observation::Nothing,
+    );
+    assert_eq!((s.status.phase, s.command), (Some(Phase::Released), None));
+}
+
+#[test]
 fn adopt_takes_over_the_named_guest_without_bidding() {
     let mut c = contract();
     c.spec.adopt = Some(receipt());
@@ -22,6 +64,7 @@ fn adopt_takes_over_the_named_guest_without_bidding() {
         receipt: market_receipt(),
         rfp: RfpId::new("rfp-1"),
         contract: market::ContractKey::new("socialweb-system", "other"),
+        owner_did: "did:web:tenant".to_owned(),
         provider: "did:web:p".to_owned(),
         cost: 4,
         currency: "EUR".to_owned(),

@@ -57,6 +57,7 @@ impl Model {
             receipt: market_receipt(),
             rfp: RfpId::new("rfp-1"),
             contract: market::ContractKey::new("socialweb-system", "nodes-a-node-b"),
+            owner_did: "did:web:tenant".to_owned(),
             provider: bid.bidder,
             cost: bid.cost,
             currency: bid.currency,

@@ -234,6 +234,7 @@ fn release_of_a_deployed_guest_is_sent_and_confirmed() {
         receipt: market_receipt(),
         rfp: RfpId::new("rfp-1"),
         contract: market::ContractKey::new("socialweb-system", "nodes-a-node-b"),
+        owner_did: "did:web:tenant".to_owned(),
         provider: "did:web:a".to_owned(),
         cost: 9,
         currency: "EUR".to_owned(),

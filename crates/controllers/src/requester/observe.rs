@@ -25,6 +25,7 @@ impl Draft<'_> {
                 );
                 self.accepted(cond::BID_ACCEPTED, &message)
             }
+            Observation::Adopted(info) if !self.may_adopt(&info) => self.adoption_refused(&info),
             Observation::Adopted(info) => {
                 self.receipt = Some(api::Receipt {
                     uri: info.receipt.uri.clone(),
@@ -46,6 +47,25 @@ impl Draft<'_> {
             Observation::Lookup(Some(info)) => self.looked_up(&info),
             Observation::Failed { operation, failure } => self.failed(operation, &failure),
         }
+    }
+
+    /// Only the guest's owner may take it over: another tenant naming its
+    /// receipt in `spec.adopt` would otherwise hold (and release) its machine.
+    fn may_adopt(&self, info: &GuestInfo) -> bool {
+        self.inputs.contract.spec.owner_did.as_deref() == Some(info.owner_did.as_str())
+    }
+
+    /// Refuses an adoption: no receipt is recorded, so the guest is neither
+    /// held nor ever released through this contract.
+    fn adoption_refused(&mut self, info: &GuestInfo) -> Next {
+        let message = format!(
+            "cannot take over the guest {} in spec.adopt: it belongs to another account than this contract's ownerDid; \
+             nothing was taken over or released. Remove spec.adopt to rent a new machine",
+            info.receipt.uri
+        );
+        self.set(cond::ACCEPTED, S::False, cond::ADOPT_REFUSED, &message);
+        self.fail(cond::ADOPT_REFUSED, &message);
+        Next::Wait(None)
     }
 
     fn published(&mut self) -> Next {

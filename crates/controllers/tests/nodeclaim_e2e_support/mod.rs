@@ -23,6 +23,8 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 pub const NS: &str = "tenant-a";
+/// A second tenant.
+pub const OTHER_NS: &str = "tenant-b";
 pub const CONTRACT_NS: &str = "socialweb-system";
 pub const URL: &str = "https://c1.tenant-a.example:6443";
 pub const CA: &str = "Q0EtU0VDUkVULUUyRQ==";
@@ -110,7 +112,7 @@ pub async fn start_with(setup: Setup) -> Env {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let server = testkit::server_with_crds(&[NS, CONTRACT_NS]).await;
+    let server = testkit::server_with_crds(&[NS, OTHER_NS, CONTRACT_NS]).await;
     let client = server.client();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let market_config = setup.market.unwrap_or(LocalMarketConfig {

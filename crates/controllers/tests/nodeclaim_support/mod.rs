@@ -16,6 +16,7 @@ use api::{
     Receipt, Resources, find_condition,
 };
 use chrono::{DateTime, Utc};
+use controllers::nodeclaim::adopt::GuestHolder;
 use controllers::nodeclaim::compose::ClusterKey;
 use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
 use controllers::nodeclaim::graces::to_time;
@@ -96,6 +97,8 @@ pub struct World {
     pub root: RootState,
     /// Claims the controller wrote Failed that this (stale) world does not show so.
     pub written_failed: BTreeSet<String>,
+    /// Who holds the guests claims adopt (other Clusters' contracts).
+    pub guest_holders: Vec<GuestHolder>,
 }
 
 impl World {
@@ -113,6 +116,7 @@ impl World {
             tokens: 0,
             root: RootState::Running,
             written_failed: BTreeSet::new(),
+            guest_holders: Vec::new(),
         }
     }
 
@@ -130,6 +134,7 @@ impl World {
             contract_namespace: CONTRACT_NS,
             root: self.root,
             written_failed: &self.written_failed,
+            guest_holders: &self.guest_holders,
             now,
         })
     }

@@ -104,6 +104,7 @@ impl GuestRecord {
             receipt: self.receipt.clone(),
             rfp: self.agreement.rfp.clone(),
             contract: self.agreement.contract.clone(),
+            owner_did: self.agreement.owner_did.clone(),
             provider: self.agreement.bid.bidder.clone(),
             cost: self.agreement.bid.cost,
             currency: self.agreement.bid.currency.clone(),

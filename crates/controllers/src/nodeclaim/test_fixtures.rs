@@ -1,0 +1,39 @@
+//! Objects the NodeClaim modules' unit tests share.
+
+use api::{Location, NodeClaim, NodeClaimSpec, Resources};
+
+/// The smallest machine.
+pub fn resources() -> Resources {
+    Resources {
+        cpus: 1,
+        memory: 1,
+        disk: 1,
+        network: 1,
+    }
+}
+
+/// Germany.
+pub fn location() -> Location {
+    Location {
+        country: "DE".into(),
+        region: None,
+    }
+}
+
+/// A claim of Cluster `c1` named and identified by `uid`.
+pub fn claim(uid: &str) -> NodeClaim {
+    let mut claim = NodeClaim::new(
+        uid,
+        NodeClaimSpec {
+            cluster_name: "c1".into(),
+            resources: resources(),
+            location: location(),
+            owner_did: None,
+            adopt: None,
+            join_grace_seconds: 1,
+            loss_grace_seconds: 1,
+        },
+    );
+    claim.metadata.uid = Some(uid.into());
+    claim
+}
