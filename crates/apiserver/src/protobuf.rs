@@ -1,21 +1,29 @@
 //! Decodes Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`)
 //! into the JSON form the rest of the server works on.
 //!
-//! Typed client-go clients (>= 1.31) send built-in kinds as protobuf by default; Helm 4
-//! stores its releases through the typed Secret client, so `helm install` depends on
-//! it. Only the kinds such clients write here are decoded: core/v1 Secret, ConfigMap,
-//! Namespace and ServiceAccount, and meta/v1 DeleteOptions. Answers stay JSON (those
-//! clients accept `application/json`).
+//! client-go's typed clients (>= 1.31) send built-in kinds as protobuf: Helm 4 stores its
+//! releases through the typed Secret client, and `kubectl create deployment|role|
+//! rolebinding|clusterrole|clusterrolebinding|service|poddisruptionbudget` send their
+//! objects that way. Every built-in kind the server serves, and meta/v1 DeleteOptions, is
+//! decoded by one table-driven decoder ([`decode`]) whose table ([`messages`]) is
+//! generated from the k8s-pb crate's prost types (field numbers) and k8s-openapi's
+//! schemas (JSON names) by `tests/protobuf_messages.rs`, which also checks it against
+//! prost's own encoding. Custom resources have no protobuf form (415, as on a real
+//! server). Answers stay JSON (those clients accept `application/json`).
 //!
 //! Wire format: the 4-byte magic `k8s\0`, then a `runtime.Unknown` message
 //! {1: TypeMeta{1: apiVersion, 2: kind}, 2: raw (the object's own message),
-//! 3: contentEncoding, 4: contentType}. Field numbers are those of the
-//! `generated.proto` files of k8s.io/api and k8s.io/apimachinery. gogo-protobuf writes
-//! every non-pointer field, empty ones included, so an empty string, a zero number or
-//! a zero time decodes as "absent", like `omitempty` in the JSON form.
+//! 3: contentEncoding, 4: contentType}. gogo-protobuf writes every non-pointer field,
+//! empty ones included, so presence cannot tell "set" from "zero": an empty string, an
+//! empty list or map and the zero time read as absent (`omitempty` in the JSON form),
+//! while numbers and booleans are kept as written (a `replicas: 0` must not be lost).
 
-use base64::Engine;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
+
+mod decode;
+#[rustfmt::skip]
+mod messages;
+pub mod table;
 
 /// The magic prefix of every Kubernetes protobuf body.
 const MAGIC: &[u8] = b"k8s\0";
@@ -53,7 +61,7 @@ pub enum ProtobufError {
 ///
 /// # Errors
 ///
-/// [`ProtobufError`] when the body is malformed or holds a kind not listed in the module docs.
+/// [`ProtobufError`] when the body is malformed or holds a kind the server does not decode.
 pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
     let envelope = body.strip_prefix(MAGIC).ok_or(ProtobufError::NoMagic)?;
     let mut api_version = String::new();
@@ -76,14 +84,10 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
             _ => {}
         }
     }
-    let mut object = match (api_version.as_str(), kind.as_str()) {
-        ("v1", "Secret") => secret(raw)?,
-        ("v1", "ConfigMap") => config_map(raw)?,
-        ("v1", "Namespace") => namespace(raw)?,
-        ("v1", "ServiceAccount") => service_account(raw)?,
-        (_, "DeleteOptions") => delete_options(raw)?,
-        _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
+    let Some(message) = table::root(&api_version, &kind) else {
+        return Err(ProtobufError::UnsupportedKind { api_version, kind });
     };
+    let mut object = decode::message(message, raw)?;
     object.insert("apiVersion".into(), Value::String(api_version));
     object.insert("kind".into(), Value::String(kind));
     Ok(Value::Object(object))
@@ -99,7 +103,7 @@ struct Field<'a> {
 #[derive(Debug, Clone, Copy)]
 enum Payload<'a> {
     Varint(u64),
-    Fixed64,
+    Fixed64([u8; 8]),
     Bytes(&'a [u8]),
     Fixed32,
 }
@@ -131,6 +135,14 @@ impl<'a> Field<'a> {
 
     fn bool(self) -> Result<bool, ProtobufError> {
         self.varint().map(|v| v != 0)
+    }
+
+    /// A double (fixed 64 bits, little-endian).
+    fn double(self) -> Result<f64, ProtobufError> {
+        match self.payload {
+            Payload::Fixed64(bytes) => Ok(f64::from_le_bytes(bytes)),
+            _ => Err(ProtobufError::WireType(1)),
+        }
     }
 }
 
@@ -178,8 +190,10 @@ impl<'a> Fields<'a> {
         let payload = match key & 7 {
             0 => Payload::Varint(self.varint()?),
             1 => {
-                self.take(8)?;
-                Payload::Fixed64
+                let bytes = self.take(8)?;
+                let mut fixed = [0; 8];
+                fixed.copy_from_slice(bytes);
+                Payload::Fixed64(fixed)
             }
             2 => {
                 let len = usize::try_from(self.varint()?).map_err(|_| ProtobufError::Truncated)?;
@@ -209,322 +223,6 @@ impl<'a> Iterator for Fields<'a> {
         self.failed = field.is_err();
         Some(field)
     }
-}
-
-/// Inserts `value` under `key` unless it is the JSON zero value (`omitempty`).
-fn put(object: &mut Map<String, Value>, key: &str, value: Value) {
-    let empty = match &value {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        Value::Number(n) => n.as_i64() == Some(0),
-        Value::Bool(_) => false,
-    };
-    if !empty {
-        object.insert(key.to_owned(), value);
-    }
-}
-
-/// A `map<string, string>` or `map<string, bytes>` entry: {1: key, 2: value}.
-fn map_entry(entry: &[u8], base64_value: bool) -> Result<(String, Value), ProtobufError> {
-    let mut key = String::new();
-    let mut value = Value::String(String::new());
-    for field in Fields::new(entry) {
-        let field = field?;
-        match field.number {
-            1 => key = field.string()?,
-            2 if base64_value => {
-                value =
-                    Value::String(base64::engine::general_purpose::STANDARD.encode(field.bytes()?));
-            }
-            2 => value = Value::String(field.string()?),
-            _ => {}
-        }
-    }
-    Ok((key, value))
-}
-
-/// meta/v1 Time {1: seconds, 2: nanos} as RFC 3339 in whole seconds; the zero time is absent.
-fn time(message: &[u8]) -> Result<Value, ProtobufError> {
-    let mut seconds = 0;
-    for field in Fields::new(message) {
-        let field = field?;
-        if field.number == 1 {
-            seconds = field.int64()?;
-        }
-    }
-    if seconds == 0 {
-        return Ok(Value::Null);
-    }
-    Ok(
-        chrono::DateTime::from_timestamp(seconds, 0).map_or(Value::Null, |t| {
-            Value::String(t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        }),
-    )
-}
-
-fn owner_reference(message: &[u8]) -> Result<Value, ProtobufError> {
-    let mut owner = Map::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => put(&mut owner, "kind", Value::String(field.string()?)),
-            3 => put(&mut owner, "name", Value::String(field.string()?)),
-            4 => put(&mut owner, "uid", Value::String(field.string()?)),
-            5 => put(&mut owner, "apiVersion", Value::String(field.string()?)),
-            6 => {
-                owner.insert("controller".into(), Value::Bool(field.bool()?));
-            }
-            7 => {
-                owner.insert("blockOwnerDeletion".into(), Value::Bool(field.bool()?));
-            }
-            _ => {}
-        }
-    }
-    Ok(Value::Object(owner))
-}
-
-fn managed_fields_entry(message: &[u8]) -> Result<Value, ProtobufError> {
-    let mut entry = Map::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => put(&mut entry, "manager", Value::String(field.string()?)),
-            2 => put(&mut entry, "operation", Value::String(field.string()?)),
-            3 => put(&mut entry, "apiVersion", Value::String(field.string()?)),
-            4 => put(&mut entry, "time", time(field.bytes()?)?),
-            6 => put(&mut entry, "fieldsType", Value::String(field.string()?)),
-            7 => {
-                // FieldsV1 {1: Raw}: the JSON of the field set.
-                for raw in Fields::new(field.bytes()?) {
-                    let raw = raw?;
-                    if raw.number == 1 {
-                        let fields = serde_json::from_slice(raw.bytes()?).unwrap_or(Value::Null);
-                        put(&mut entry, "fieldsV1", fields);
-                    }
-                }
-            }
-            8 => put(&mut entry, "subresource", Value::String(field.string()?)),
-            _ => {}
-        }
-    }
-    Ok(Value::Object(entry))
-}
-
-/// meta/v1 ObjectMeta.
-fn object_meta(message: &[u8]) -> Result<Value, ProtobufError> {
-    let mut meta = Map::new();
-    let mut labels = Map::new();
-    let mut annotations = Map::new();
-    let mut owners = Vec::new();
-    let mut finalizers = Vec::new();
-    let mut managed = Vec::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => put(&mut meta, "name", Value::String(field.string()?)),
-            2 => put(&mut meta, "generateName", Value::String(field.string()?)),
-            3 => put(&mut meta, "namespace", Value::String(field.string()?)),
-            5 => put(&mut meta, "uid", Value::String(field.string()?)),
-            6 => put(&mut meta, "resourceVersion", Value::String(field.string()?)),
-            7 => put(&mut meta, "generation", json!(field.int64()?)),
-            8 => put(&mut meta, "creationTimestamp", time(field.bytes()?)?),
-            9 => put(&mut meta, "deletionTimestamp", time(field.bytes()?)?),
-            10 => {
-                meta.insert("deletionGracePeriodSeconds".into(), json!(field.int64()?));
-            }
-            11 => {
-                let (key, value) = map_entry(field.bytes()?, false)?;
-                labels.insert(key, value);
-            }
-            12 => {
-                let (key, value) = map_entry(field.bytes()?, false)?;
-                annotations.insert(key, value);
-            }
-            13 => owners.push(owner_reference(field.bytes()?)?),
-            14 => finalizers.push(Value::String(field.string()?)),
-            17 => managed.push(managed_fields_entry(field.bytes()?)?),
-            _ => {}
-        }
-    }
-    put(&mut meta, "labels", Value::Object(labels));
-    put(&mut meta, "annotations", Value::Object(annotations));
-    put(&mut meta, "ownerReferences", Value::Array(owners));
-    put(&mut meta, "finalizers", Value::Array(finalizers));
-    put(&mut meta, "managedFields", Value::Array(managed));
-    Ok(Value::Object(meta))
-}
-
-/// core/v1 Secret {1: metadata, 2: data map<string,bytes>, 3: type, 4: stringData, 5: immutable}.
-fn secret(message: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
-    let mut secret = Map::new();
-    let mut data = Map::new();
-    let mut string_data = Map::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => put(&mut secret, "metadata", object_meta(field.bytes()?)?),
-            2 => {
-                let (key, value) = map_entry(field.bytes()?, true)?;
-                data.insert(key, value);
-            }
-            3 => put(&mut secret, "type", Value::String(field.string()?)),
-            4 => {
-                let (key, value) = map_entry(field.bytes()?, false)?;
-                string_data.insert(key, value);
-            }
-            5 => {
-                secret.insert("immutable".into(), Value::Bool(field.bool()?));
-            }
-            _ => {}
-        }
-    }
-    put(&mut secret, "data", Value::Object(data));
-    put(&mut secret, "stringData", Value::Object(string_data));
-    Ok(secret)
-}
-
-/// core/v1 ConfigMap {1: metadata, 2: data, 3: binaryData, 4: immutable}.
-fn config_map(message: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
-    let mut config_map = Map::new();
-    let mut data = Map::new();
-    let mut binary_data = Map::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => put(&mut config_map, "metadata", object_meta(field.bytes()?)?),
-            2 => {
-                let (key, value) = map_entry(field.bytes()?, false)?;
-                data.insert(key, value);
-            }
-            3 => {
-                let (key, value) = map_entry(field.bytes()?, true)?;
-                binary_data.insert(key, value);
-            }
-            4 => {
-                config_map.insert("immutable".into(), Value::Bool(field.bool()?));
-            }
-            _ => {}
-        }
-    }
-    put(&mut config_map, "data", Value::Object(data));
-    put(&mut config_map, "binaryData", Value::Object(binary_data));
-    Ok(config_map)
-}
-
-/// core/v1 Namespace {1: metadata, 2: spec{1: finalizers}}; status is the server's.
-fn namespace(message: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
-    let mut namespace = Map::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => put(&mut namespace, "metadata", object_meta(field.bytes()?)?),
-            2 => {
-                let mut finalizers = Vec::new();
-                for spec_field in Fields::new(field.bytes()?) {
-                    let spec_field = spec_field?;
-                    if spec_field.number == 1 {
-                        finalizers.push(Value::String(spec_field.string()?));
-                    }
-                }
-                let mut spec = Map::new();
-                put(&mut spec, "finalizers", Value::Array(finalizers));
-                put(&mut namespace, "spec", Value::Object(spec));
-            }
-            _ => {}
-        }
-    }
-    Ok(namespace)
-}
-
-/// core/v1 ServiceAccount {1: metadata, 2: secrets (ObjectReference), 3: imagePullSecrets, 4: automount}.
-fn service_account(message: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
-    let mut account = Map::new();
-    let mut secrets = Vec::new();
-    let mut pull_secrets = Vec::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => put(&mut account, "metadata", object_meta(field.bytes()?)?),
-            // ObjectReference {3: name} and LocalObjectReference {1: name}.
-            2 | 3 => {
-                let name_field = if field.number == 2 { 3 } else { 1 };
-                let mut reference = Map::new();
-                for reference_field in Fields::new(field.bytes()?) {
-                    let reference_field = reference_field?;
-                    if reference_field.number == name_field {
-                        put(
-                            &mut reference,
-                            "name",
-                            Value::String(reference_field.string()?),
-                        );
-                    }
-                }
-                if field.number == 2 {
-                    secrets.push(Value::Object(reference));
-                } else {
-                    pull_secrets.push(Value::Object(reference));
-                }
-            }
-            4 => {
-                account.insert(
-                    "automountServiceAccountToken".into(),
-                    Value::Bool(field.bool()?),
-                );
-            }
-            _ => {}
-        }
-    }
-    put(&mut account, "secrets", Value::Array(secrets));
-    put(&mut account, "imagePullSecrets", Value::Array(pull_secrets));
-    Ok(account)
-}
-
-/// meta/v1 DeleteOptions {1: gracePeriodSeconds, 2: preconditions{1: uid, 2: resourceVersion},
-/// 3: orphanDependents, 4: propagationPolicy, 5: dryRun}. Optional fields are pointers in Go,
-/// so they are on the wire only when set.
-fn delete_options(message: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
-    let mut options = Map::new();
-    let mut dry_run = Vec::new();
-    for field in Fields::new(message) {
-        let field = field?;
-        match field.number {
-            1 => {
-                options.insert("gracePeriodSeconds".into(), json!(field.int64()?));
-            }
-            2 => {
-                let mut preconditions = Map::new();
-                for precondition in Fields::new(field.bytes()?) {
-                    let precondition = precondition?;
-                    match precondition.number {
-                        1 => {
-                            preconditions
-                                .insert("uid".into(), Value::String(precondition.string()?));
-                        }
-                        2 => {
-                            preconditions.insert(
-                                "resourceVersion".into(),
-                                Value::String(precondition.string()?),
-                            );
-                        }
-                        _ => {}
-                    }
-                }
-                options.insert("preconditions".into(), Value::Object(preconditions));
-            }
-            3 => {
-                options.insert("orphanDependents".into(), Value::Bool(field.bool()?));
-            }
-            4 => {
-                options.insert("propagationPolicy".into(), Value::String(field.string()?));
-            }
-            5 => dry_run.push(Value::String(field.string()?)),
-            _ => {}
-        }
-    }
-    put(&mut options, "dryRun", Value::Array(dry_run));
-    Ok(options)
 }
 
 #[cfg(test)]

@@ -181,3 +181,99 @@ async fn explain_shows_built_in_kinds_and_the_crds_type_and_object_meta() {
         });
     });
 }
+
+/// kubectl's `create <kind>` subcommands send their objects as protobuf (client-go's
+/// typed clients); every one of them must be accepted (issue 15, item 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_sends_protobuf_for_every_kind() {
+    if !kubectl_required() {
+        return;
+    }
+    let server = TestServer::start().await.unwrap();
+    let creates: &[&[&str]] = &[
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1",
+            "--replicas=2",
+            "--port=80",
+        ],
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods",
+        ],
+        &[
+            "create",
+            "rolebinding",
+            "reads",
+            "--role=reader",
+            "--serviceaccount=default:app",
+        ],
+        &[
+            "create",
+            "clusterrole",
+            "watcher",
+            "--verb=watch",
+            "--resource=configmaps",
+        ],
+        &[
+            "create",
+            "clusterrolebinding",
+            "watches",
+            "--clusterrole=watcher",
+            "--user=alice",
+        ],
+        &["create", "service", "clusterip", "web", "--tcp=80:8080"],
+        &[
+            "create",
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=50%",
+        ],
+        &["create", "serviceaccount", "app"],
+        &["create", "configmap", "settings", "--from-literal=a=1"],
+        &[
+            "create",
+            "secret",
+            "generic",
+            "token",
+            "--from-literal=t=s3cret",
+        ],
+        &["create", "namespace", "extra"],
+    ];
+    let server = &server;
+    std::thread::scope(|s| {
+        for args in creates {
+            s.spawn(move || kubectl_ok(server, args));
+        }
+    });
+    let protobuf_writes = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "create" && r.status == 201)
+        .count();
+    assert_eq!(protobuf_writes, creates.len(), "{:?}", server.requests());
+    let get = |args: &[&str]| {
+        serde_json::from_str::<serde_json::Value>(&kubectl_ok(server, args)).unwrap()
+    };
+    let deployment = get(&["get", "deployment", "web", "-o", "json"]);
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+        80
+    );
+    let binding = get(&["get", "rolebinding", "reads", "-o", "json"]);
+    assert_eq!(binding["roleRef"]["name"], "reader");
+    assert_eq!(binding["subjects"][0]["name"], "app");
+    let service = get(&["get", "service", "web", "-o", "json"]);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], 8080);
+    let pdb = get(&["get", "pdb", "web", "-o", "json"]);
+    assert_eq!(pdb["spec"]["minAvailable"], "50%");
+    let role = get(&["get", "clusterrole", "watcher", "-o", "json"]);
+    assert_eq!(role["rules"][0]["verbs"], serde_json::json!(["watch"]));
+}
