@@ -209,6 +209,95 @@ pub fn typed_pass(
             (_, FieldValidation::Ignore) => {}
         }
     }
+    let causes = validate_workload(res, &decoded.object);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
+    }
     *object = decoded.object;
     Ok(warnings)
+}
+
+/// The part of a Deployment's or StatefulSet's validation that decides whether its pods
+/// would ever be its own (k8s.io/kubernetes/pkg/apis/apps/validation, 1.32): a selector,
+/// not empty, matching the template's labels, and replicas not negative.
+fn validate_workload(res: &Resource, object: &Value) -> Vec<Cause> {
+    if res.group != "apps" || !matches!(res.plural.as_str(), "deployments" | "statefulsets") {
+        return Vec::new();
+    }
+    let kind = res.kind.to_lowercase();
+    let spec = &object["spec"];
+    let mut causes = Vec::new();
+    let mut invalid = |field: &str, message: String| {
+        causes.push(Cause {
+            reason: "FieldValueInvalid".into(),
+            field: field.into(),
+            message,
+        });
+    };
+    if let Some(replicas) = spec["replicas"].as_i64().filter(|r| *r < 0) {
+        invalid(
+            "spec.replicas",
+            format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+        );
+    }
+    let selector = &spec["selector"];
+    let match_labels = selector["matchLabels"].as_object();
+    let expressions = selector["matchExpressions"].as_array();
+    if !selector.is_object() {
+        causes.push(Cause {
+            reason: "FieldValueRequired".into(),
+            field: "spec.selector".into(),
+            message: "Required value".into(),
+        });
+        return causes;
+    }
+    if match_labels.is_none_or(serde_json::Map::is_empty) && expressions.is_none_or(Vec::is_empty) {
+        invalid(
+            "spec.selector",
+            format!("Invalid value: {selector}: empty selector is invalid for {kind}"),
+        );
+        return causes;
+    }
+    let labels = spec["template"]["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let label = |key: &str| labels.get(key).and_then(Value::as_str);
+    let values = |e: &Value| -> Vec<String> {
+        e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let matches = match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str())
+        && expressions.into_iter().flatten().all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            match e["operator"].as_str().unwrap_or_default() {
+                "In" => label(key).is_some_and(|l| values(e).iter().any(|v| v == l)),
+                "NotIn" => label(key).is_none_or(|l| !values(e).iter().any(|v| v == l)),
+                "Exists" => label(key).is_some(),
+                "DoesNotExist" => label(key).is_none(),
+                _ => false,
+            }
+        });
+    if !matches {
+        // Go prints the labels with %#v.
+        let shown = labels
+            .iter()
+            .map(|(k, v)| format!("{k:?}:{}", v))
+            .collect::<Vec<_>>()
+            .join(", ");
+        invalid(
+            "spec.template.metadata.labels",
+            format!(
+                "Invalid value: map[string]string{{{shown}}}: `selector` does not match template `labels`"
+            ),
+        );
+    }
+    causes
 }

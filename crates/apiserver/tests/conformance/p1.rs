@@ -435,20 +435,35 @@ async fn r4_9_faults_are_injected_and_requests_counted() {
 }
 
 #[tokio::test]
-#[ignore = "GAP: the real server validates built-in kinds (422 Invalid, cause spec.template.metadata.labels: selector does not match template labels); we store built-in kinds without a schema or validation"]
 async fn r4_10_built_in_kinds_are_validated() {
+    // Upstream: ValidateDeploymentSpec (k8s.io/kubernetes/pkg/apis/apps/validation).
     let server = TestServer::start().await.unwrap();
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
         "spec": {"selector": {"matchLabels": {"app": "d"}},
             "template": {"metadata": {"labels": {"app": "other"}},
                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
-    let answer = post(
-        &server,
-        "/apis/apps/v1/namespaces/default/deployments",
-        &deployment,
-    )
-    .await;
+    let answer = post(&server, deployments, &deployment).await;
     answer.assert_status(422, "Invalid");
+    assert_eq!(
+        answer.body["details"]["causes"][0],
+        json!({"reason": "FieldValueInvalid", "field": "spec.template.metadata.labels",
+            "message": "Invalid value: map[string]string{\"app\":\"other\"}: `selector` does not match template `labels`"})
+    );
+    let mut unselected = deployment.clone();
+    unselected["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("selector");
+    let answer = post(&server, deployments, &unselected).await;
+    answer.assert_status(422, "Invalid");
+    assert_eq!(
+        answer.body["details"]["causes"][0]["field"],
+        "spec.selector"
+    );
+    let mut matching = deployment;
+    matching["spec"]["template"]["metadata"]["labels"] = json!({"app": "d", "tier": "web"});
+    post(&server, deployments, &matching).await.ok(201);
 }
 
 #[tokio::test]
