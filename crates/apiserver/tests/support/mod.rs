@@ -5,6 +5,7 @@
 
 pub mod helm_venv;
 pub mod kubectl;
+pub mod npm_dir;
 pub mod objects;
 pub mod pip_venv;
 pub mod scenes;
