@@ -33,6 +33,7 @@ pub async fn run(app: Arc<App>) {
         // Let a burst of writes settle into one pass.
         tokio::time::sleep(Duration::from_millis(10)).await;
         pass(&app).await;
+        super::namespace_conditions::update(&app).await;
     }
 }
 

@@ -5,5 +5,6 @@ pub mod delete;
 pub mod events;
 pub mod gc;
 pub mod meta;
+pub mod namespace_conditions;
 pub mod prepare;
 pub mod strategic;

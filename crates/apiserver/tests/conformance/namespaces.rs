@@ -87,3 +87,66 @@ async fn r3_14_deleting_a_namespace_deletes_its_objects_then_itself() {
     })
     .await;
 }
+
+/// Upstream: the namespace controller (kubernetes/pkg/controller/namespace/deletion)
+/// writes five conditions on a terminating namespace; NamespaceContentRemaining and
+/// NamespaceFinalizersRemaining say what holds it.
+#[tokio::test]
+async fn r3_33_a_stuck_namespace_names_its_remaining_content_and_finalizers() {
+    let server = team_namespace().await;
+    delete(&server, &format!("{NAMESPACES}/team"), &Value::Null)
+        .await
+        .ok(200);
+    let condition = |namespace: &Value, kind: &str| {
+        namespace["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == kind).cloned())
+            .unwrap_or(Value::Null)
+    };
+    eventually("the namespace says what holds it", || async {
+        let namespace = get(&server, &format!("{NAMESPACES}/team")).await.body;
+        condition(&namespace, "NamespaceFinalizersRemaining")["status"] == "True"
+    })
+    .await;
+    let namespace = get(&server, &format!("{NAMESPACES}/team")).await.body;
+    assert_eq!(namespace["status"]["phase"], "Terminating");
+    assert_eq!(
+        namespace["status"]["conditions"].as_array().unwrap().len(),
+        5
+    );
+    let content = condition(&namespace, "NamespaceContentRemaining");
+    assert_eq!(
+        (
+            content["status"].as_str(),
+            content["reason"].as_str(),
+            content["message"].as_str()
+        ),
+        (
+            Some("True"),
+            Some("SomeResourcesRemain"),
+            Some("Some resources are remaining: configmaps has 1 resource instances")
+        )
+    );
+    let finalizers = condition(&namespace, "NamespaceFinalizersRemaining");
+    assert_eq!(finalizers["reason"], "SomeFinalizersRemain");
+    assert_eq!(
+        finalizers["message"],
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+    );
+    assert_eq!(
+        condition(&namespace, "NamespaceDeletionDiscoveryFailure")["status"],
+        "False"
+    );
+    patch(
+        &server,
+        &format!("{TEAM_CONFIGMAPS}/held"),
+        MERGE,
+        &json!({"metadata": {"finalizers": null}}),
+    )
+    .await
+    .ok(200);
+    eventually("the namespace goes once its content has", || async {
+        get(&server, &format!("{NAMESPACES}/team")).await.code == 404
+    })
+    .await;
+}
