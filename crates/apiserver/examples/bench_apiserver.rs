@@ -34,10 +34,7 @@ fn widget_resource() -> ApiResource {
 }
 
 fn client_for(server: &ApiServer) -> kube::Client {
-    let mut config = kube::Config::new(server.url().parse().unwrap());
-    config.default_namespace = "default".into();
-    config.read_timeout = Some(Duration::from_secs(300));
-    kube::Client::try_from(config).unwrap()
+    server.client().unwrap()
 }
 
 fn widgets(client: kube::Client) -> Api<DynamicObject> {

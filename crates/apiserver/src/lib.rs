@@ -1,8 +1,10 @@
 //! An embedded Kubernetes API server: in memory (optionally durable on disk), speaking the
-//! Kubernetes REST protocol over HTTP on loopback, faithful enough for the unmodified `kube`
+//! Kubernetes REST protocol over HTTPS on loopback, faithful enough for the unmodified `kube`
 //! client, kube-runtime controllers, kubectl and Helm.
 //!
-//! It has NO authentication and NO authorization: bind it to loopback only.
+//! One bearer token, made at start and written into the kubeconfig, grants everything;
+//! requests without it get 401 ([`auth`]). The certificate authority clients trust is
+//! made at start too ([`tls`]). Plain HTTP is only served when asked for.
 //!
 //! Entry points: [`ApiServer::builder`] (library use, the manager's `dev` mode),
 //! [`testing::TestServer`] (tests), and the `apiserver` binary.
@@ -12,69 +14,35 @@
 #![allow(clippy::result_large_err)]
 
 pub mod audit;
+pub mod auth;
 pub mod faults;
 pub mod fields;
 pub mod handlers;
 pub mod paths;
+pub mod private_fs;
 pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selectors;
 pub mod semantics;
+mod server;
 pub mod status;
 pub mod store;
 pub mod testing;
+pub mod tls;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+pub use server::{ApiServer, ApiServerBuilder, ServerError, kubeconfig_yaml};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 use crate::audit::Audit;
-use crate::faults::{FaultConfig, Faults};
+use crate::faults::Faults;
 use crate::registry::{CRD_STORAGE, Registry};
 use crate::store::{Change, ChangeType, Expect, Store};
-
-/// Errors starting the server.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    /// The data directory could not be opened or recovered.
-    #[error("cannot open data directory {path}")]
-    DataDir {
-        /// The directory.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The listening socket could not be bound.
-    #[error("cannot bind {addr}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A non-loopback address without explicit permission.
-    #[error(
-        "refusing to bind non-loopback address {0} without allow_non_loopback: the server has no authentication"
-    )]
-    NonLoopback(IpAddr),
-    /// Writing the kubeconfig failed.
-    #[error("cannot write kubeconfig {path}")]
-    Kubeconfig {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// Tunables.
 #[derive(Debug, Clone)]
@@ -217,193 +185,4 @@ impl App {
             self.kick.notify_one();
         }
     }
-}
-
-/// Builds an [`ApiServer`].
-#[derive(Debug, Clone)]
-pub struct ApiServerBuilder {
-    bind: IpAddr,
-    port: u16,
-    allow_non_loopback: bool,
-    data_dir: Option<PathBuf>,
-    options: Options,
-    faults: FaultConfig,
-}
-
-impl Default for ApiServerBuilder {
-    fn default() -> Self {
-        Self {
-            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port: 0,
-            allow_non_loopback: false,
-            data_dir: None,
-            options: Options::default(),
-            faults: FaultConfig::default(),
-        }
-    }
-}
-
-impl ApiServerBuilder {
-    /// The port (0: any free port).
-    #[must_use]
-    pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
-        self
-    }
-
-    /// The bind address (default 127.0.0.1).
-    #[must_use]
-    pub fn bind_address(mut self, addr: IpAddr) -> Self {
-        self.bind = addr;
-        self
-    }
-
-    /// Allows a non-loopback bind address (the server has no authentication).
-    #[must_use]
-    pub fn allow_non_loopback(mut self, allow: bool) -> Self {
-        self.allow_non_loopback = allow;
-        self
-    }
-
-    /// Persists objects in this directory (default: memory only).
-    #[must_use]
-    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.data_dir = Some(dir.into());
-        self
-    }
-
-    /// Tunables.
-    #[must_use]
-    pub fn options(mut self, options: Options) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Initial fault settings.
-    #[must_use]
-    pub fn faults(mut self, faults: FaultConfig) -> Self {
-        self.faults = faults;
-        self
-    }
-
-    /// Binds and starts serving in the background.
-    ///
-    /// # Errors
-    /// See [`ServerError`].
-    pub async fn serve(self) -> Result<ApiServer, ServerError> {
-        if !self.bind.is_loopback() && !self.allow_non_loopback {
-            return Err(ServerError::NonLoopback(self.bind));
-        }
-        let app = App::new(self.options, self.data_dir.as_deref())?;
-        app.faults.set(self.faults);
-        let addr = SocketAddr::new(self.bind, self.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServerError::Bind { addr, source })?;
-        let local = listener
-            .local_addr()
-            .map_err(|source| ServerError::Bind { addr, source })?;
-        let router = axum::Router::new()
-            .fallback(handlers::handle)
-            .with_state(app.clone());
-        let stop = app.shutdown.clone();
-        let server = tokio::spawn(async move {
-            // Graceful: in-flight requests finish; watches end on the same signal.
-            let serving =
-                axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned());
-            if let Err(e) = serving.await {
-                tracing::error!(error = %e, "api server stopped");
-            }
-        });
-        let controllers = tokio::spawn(semantics::gc::run(app.clone()));
-        tracing::warn!(%local, "embedded Kubernetes API server listening with NO authentication");
-        Ok(ApiServer {
-            app,
-            addr: local,
-            tasks: vec![server, controllers],
-        })
-    }
-}
-
-/// A running server; stops when dropped.
-pub struct ApiServer {
-    app: Arc<App>,
-    addr: SocketAddr,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl ApiServer {
-    /// A builder.
-    #[must_use]
-    pub fn builder() -> ApiServerBuilder {
-        ApiServerBuilder::default()
-    }
-
-    /// The bound address.
-    #[must_use]
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://<addr>`.
-    #[must_use]
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// The shared state (store, registry, audit, faults).
-    #[must_use]
-    pub fn app(&self) -> &Arc<App> {
-        &self.app
-    }
-
-    /// A kubeconfig document pointing at this server.
-    #[must_use]
-    pub fn kubeconfig_yaml(&self) -> String {
-        kubeconfig_yaml(&self.url())
-    }
-
-    /// Writes a kubeconfig for kubectl and kube clients.
-    ///
-    /// # Errors
-    /// When the file cannot be written.
-    pub fn write_kubeconfig(&self, path: &std::path::Path) -> Result<(), ServerError> {
-        std::fs::write(path, self.kubeconfig_yaml()).map_err(|source| ServerError::Kubeconfig {
-            path: path.to_path_buf(),
-            source,
-        })
-    }
-
-    /// Waits until the server task ends (it runs until dropped or aborted).
-    pub async fn wait(mut self) {
-        if let Some(server) = self.tasks.first_mut() {
-            let _ = server.await;
-        }
-    }
-}
-
-impl ApiServer {
-    /// Stops serving: watches end, connections close after their current request, the
-    /// background controllers stop. Also done on drop.
-    pub fn stop(&self) {
-        self.app.shutdown.cancel();
-        // The controllers hold no connection: they can stop at once.
-        for task in self.tasks.iter().skip(1) {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for ApiServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// A kubeconfig document for `url` (no credentials: the server has none).
-#[must_use]
-pub fn kubeconfig_yaml(url: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {url}\ncontexts:\n- name: embedded\n  context:\n    cluster: embedded\n    user: embedded\n    namespace: default\ncurrent-context: embedded\nusers:\n- name: embedded\n  user: {{}}\npreferences: {{}}\n"
-    )
 }

@@ -1,11 +1,16 @@
 //! In-process server for tests: `TestServer::start().await`, a `kube::Client` for it, a
 //! kubeconfig file, and access to the write history, request log, counters and faults.
+//!
+//! A test server is what users run: HTTPS with its own CA and a bearer token, both in
+//! its kubeconfig and in [`TestServer::client`]. [`TestServer::connect_raw`] opens a
+//! connection for tests that write HTTP by hand.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::audit::{Counters, RequestRecord};
 use crate::faults::FaultConfig;
@@ -42,12 +47,14 @@ pub struct TestServerBuilder {
     data_dir: Option<PathBuf>,
     faults: FaultConfig,
     options: Options,
+    plain_http: bool,
 }
 
 impl Default for TestServerBuilder {
     fn default() -> Self {
         Self {
             data_dir: None,
+            plain_http: false,
             faults: FaultConfig::default(),
             options: Options {
                 request_log_cap: 100_000,
@@ -94,6 +101,13 @@ impl TestServerBuilder {
         self
     }
 
+    /// Serves plain HTTP instead of HTTPS (the token still applies).
+    #[must_use]
+    pub fn plain_http(mut self) -> Self {
+        self.plain_http = true;
+        self
+    }
+
     /// Starts the server.
     ///
     /// # Errors
@@ -101,7 +115,8 @@ impl TestServerBuilder {
     pub async fn start(self) -> Result<TestServer, ServerError> {
         let mut builder: ApiServerBuilder = ApiServer::builder()
             .options(self.options)
-            .faults(self.faults);
+            .faults(self.faults)
+            .plain_http(self.plain_http);
         if let Some(dir) = &self.data_dir {
             builder = builder.data_dir(dir);
         }
@@ -119,6 +134,30 @@ impl TestServerBuilder {
         })
     }
 }
+
+/// Sends `request` as it is through a kube client of `config` (which adds only its token
+/// and headers), and returns the status code and the body as JSON (Null when it is not).
+///
+/// # Panics
+/// When the server cannot be reached: a broken test setup.
+pub async fn send(config: kube::Config, request: http::Request<Vec<u8>>) -> (u16, Value) {
+    let client = kube::Client::try_from(config)
+        .unwrap_or_else(|e| panic!("a kube client for the test server: {e}"));
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .unwrap_or_else(|e| panic!("send a request to the test server: {e}"));
+    let code = response.status().as_u16();
+    let body = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX)
+        .await
+        .unwrap_or_else(|e| panic!("read the test server's answer: {e}"));
+    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// A connection [`TestServer::connect_raw`] opens.
+pub trait RawConnection: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> RawConnection for T {}
 
 /// A server for one test; stops on drop.
 pub struct TestServer {
@@ -145,22 +184,73 @@ impl TestServer {
     /// A kube client for this server (default namespace `default`).
     ///
     /// # Panics
-    /// Never in practice: the URL is always valid.
+    /// When kube cannot build a client for the server's own CA: a broken test setup.
     #[must_use]
     pub fn client(&self) -> kube::Client {
-        let uri: http::Uri = self.url().parse().unwrap_or_default();
-        let mut config = kube::Config::new(uri);
-        config.default_namespace = "default".into();
-        config.read_timeout = Some(Duration::from_secs(300));
-        // A client for an http URL never fails to build.
-        kube::Client::try_from(config)
-            .unwrap_or_else(|e| unreachable!("kube client for a plain http url: {e}"))
+        kube::Client::try_from(self.config())
+            .unwrap_or_else(|e| panic!("a kube client for the test server: {e}"))
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// The client configuration [`Self::client`] uses (URL, CA, token, namespace
+    /// `default`), for tests that add headers or build their own client.
+    #[must_use]
+    pub fn config(&self) -> kube::Config {
+        self.server.client_config()
+    }
+
+    /// `https://127.0.0.1:<port>` (`http://` with plain HTTP).
     #[must_use]
     pub fn url(&self) -> String {
         self.server.url()
+    }
+
+    /// `127.0.0.1:<port>`, for a `Host` header.
+    #[must_use]
+    pub fn authority(&self) -> String {
+        self.server.addr().to_string()
+    }
+
+    /// The value of the `Authorization` header every request must carry.
+    #[must_use]
+    pub fn authorization(&self) -> String {
+        format!("Bearer {}", self.server.token().expose())
+    }
+
+    /// The bearer token.
+    #[must_use]
+    pub fn token(&self) -> &str {
+        self.server.token().expose()
+    }
+
+    /// The CA certificate (PEM), None with plain HTTP.
+    #[must_use]
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.server.tls().map(crate::tls::TlsIdentity::ca_pem)
+    }
+
+    /// A fresh connection to the server, TLS done when the server serves HTTPS, for
+    /// tests that write HTTP/1.1 by hand (send `Host:` [`Self::authority`] and
+    /// `Authorization:` [`Self::authorization`]).
+    ///
+    /// # Panics
+    /// When the server cannot be reached: a broken test setup.
+    pub async fn connect_raw(&self) -> Box<dyn RawConnection> {
+        let tcp = tokio::net::TcpStream::connect(self.server.addr())
+            .await
+            .unwrap_or_else(|e| panic!("connect to the test server: {e}"));
+        let Some(tls) = self.server.tls() else {
+            return Box::new(tcp);
+        };
+        let config = tls
+            .client_config()
+            .unwrap_or_else(|e| panic!("a TLS client for the test server: {e}"));
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let name = rustls::pki_types::ServerName::IpAddress(self.server.addr().ip().into());
+        let stream = connector
+            .connect(name, tcp)
+            .await
+            .unwrap_or_else(|e| panic!("TLS handshake with the test server: {e}"));
+        Box::new(stream)
     }
 
     /// A kubeconfig file for kubectl.

@@ -2,12 +2,13 @@
 //! in the middle of a burst of creates from 4 concurrent clients and restarted on the
 //! same directory. Every acknowledged create must be back with its resourceVersion,
 //! new writes must get resourceVersions above every recovered one, and the server must
-//! serve normally.
+//! serve normally. The restarted server keeps its CA and token (both in the data
+//! directory), so what a client trusted before the kill still holds after it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,14 +26,16 @@ const KILL_AFTER_ACKS: usize = WRITERS * PER_WRITER / 2;
 /// The child process, killed on drop so a failing test leaves no server behind.
 struct ServerProcess {
     child: Child,
-    url: String,
+    kubeconfig: PathBuf,
 }
 
 impl ServerProcess {
-    fn start(data_dir: &Path) -> Self {
+    fn start(data_dir: &Path, kubeconfig: PathBuf) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver"))
             .args(["--port", "0", "--data-dir"])
             .arg(data_dir)
+            .arg("--kubeconfig-out")
+            .arg(&kubeconfig)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -43,16 +46,35 @@ impl ServerProcess {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .expect("read the url");
-        let url = line.trim().to_owned();
-        assert!(url.starts_with("http://"), "unexpected first line {line:?}");
-        Self { child, url }
+        assert!(
+            line.starts_with("https://"),
+            "unexpected first line {line:?}"
+        );
+        Self { child, kubeconfig }
     }
 
-    fn client(&self) -> kube::Client {
-        let mut config = kube::Config::new(self.url.parse().unwrap());
-        config.default_namespace = "default".into();
+    /// A client built from the kubeconfig the server wrote, as a user's would be.
+    async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
         config.read_timeout = Some(Duration::from_secs(10));
         kube::Client::try_from(config).unwrap()
+    }
+
+    /// The kubeconfig's credentials: the CA and the token.
+    fn credentials(&self) -> (Option<String>, Option<String>) {
+        let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
+        let kubeconfig: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        let field = |value: &serde_json::Value| value.as_str().map(str::to_owned);
+        (
+            field(&kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]),
+            field(&kubeconfig["users"][0]["user"]["token"]),
+        )
     }
 
     fn kill(&mut self) {
@@ -82,13 +104,15 @@ fn rv_number(cm: &ConfigMap) -> u64 {
 async fn acknowledged_creates_survive_sigkill_and_versions_continue_upward() {
     let started = Instant::now();
     let data_dir = tempfile::tempdir().unwrap();
-    let mut server = ServerProcess::start(data_dir.path());
+    let kubeconfigs = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::start(data_dir.path(), kubeconfigs.path().join("first"));
+    let client = server.client().await;
 
     // name -> resourceVersion of every create the server acknowledged.
     let acked: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
     let mut writers = Vec::new();
     for writer in 0..WRITERS {
-        let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+        let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
         let acked = Arc::clone(&acked);
         writers.push(tokio::spawn(async move {
             for i in 0..PER_WRITER {
@@ -127,8 +151,15 @@ async fn acknowledged_creates_survive_sigkill_and_versions_continue_upward() {
         acked.len()
     );
 
-    let server = ServerProcess::start(data_dir.path());
-    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let before = server.credentials();
+    let server = ServerProcess::start(data_dir.path(), kubeconfigs.path().join("second"));
+    assert_eq!(
+        server.credentials(),
+        before,
+        "a restart changed the CA or the token"
+    );
+    assert!(before.0.is_some() && before.1.is_some());
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
     let recovered: HashMap<String, u64> = api
         .list(&ListParams::default())
         .await

@@ -74,26 +74,13 @@ async fn raw(
     content_type: &str,
     body: Vec<u8>,
 ) -> (u16, serde_json::Value) {
-    let client = server.client();
     let request = http::Request::builder()
         .method(method)
         .uri(path)
         .header("Content-Type", content_type)
         .body(body)
         .unwrap();
-    let response = client
-        .send(request.map(kube::client::Body::from))
-        .await
-        .unwrap();
-    let code = response.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(response.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    (
-        code,
-        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
-    )
+    apiserver::testing::send(server.config(), request).await
 }
 
 #[tokio::test]

@@ -77,9 +77,7 @@ fn resident_kib() -> u64 {
 /// A client whose requests the server logs under the user agent [`BENCH_MANAGER`], so the
 /// benchmark's own deletes (which carry no field manager) are not counted as the manager's.
 fn driver_client(server: &TestServer) -> anyhow::Result<Client> {
-    let mut config = kube::Config::new(server.url().parse().context("the server's URL")?);
-    config.default_namespace = "default".into();
-    config.read_timeout = Some(Duration::from_secs(300));
+    let mut config = server.config();
     config.headers = vec![(
         http::header::USER_AGENT,
         http::HeaderValue::from_static(BENCH_MANAGER),

@@ -77,7 +77,7 @@ pub fn main() -> ExitCode {
 async fn run_dev(args: &DevArgs) -> anyhow::Result<()> {
     let env = dev::start(args).await?;
     println!(
-        "embedded API server: {} (no authentication: loopback only)",
+        "embedded API server: {} (its CA and token are in the kubeconfig)",
         env.server.url()
     );
     println!("kubeconfig: {}", env.kubeconfig.display());

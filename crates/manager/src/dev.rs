@@ -72,7 +72,8 @@ pub struct DevEnvironment {
 pub async fn start(args: &DevArgs) -> anyhow::Result<DevEnvironment> {
     let mut builder = ApiServer::builder().port(args.port);
     if let Some(dir) = &args.data_dir {
-        std::fs::create_dir_all(dir)
+        // 0700: it holds the kubeconfig (the token), the CA key and every Secret.
+        apiserver::private_fs::create_dir(dir)
             .with_context(|| format!("create data directory {}", dir.display()))?;
         builder = builder.data_dir(dir.join("apiserver"));
     }
@@ -95,7 +96,9 @@ pub async fn start(args: &DevArgs) -> anyhow::Result<DevEnvironment> {
     server
         .write_kubeconfig(&kubeconfig)
         .with_context(|| format!("write kubeconfig {}", kubeconfig.display()))?;
-    let client = client_for(&server.url())?;
+    let client = server
+        .client()
+        .context("build a client for the embedded API server")?;
 
     install_crds(&client).await?;
     let namespace = &args.controllers.contract_namespace;
@@ -133,22 +136,6 @@ pub async fn start(args: &DevArgs) -> anyhow::Result<DevEnvironment> {
         controllers,
         _scratch: scratch,
     })
-}
-
-/// A kube client for the embedded server at `url`.
-///
-/// # Errors
-///
-/// When `url` is not a URL.
-pub fn client_for(url: &str) -> anyhow::Result<Client> {
-    let uri: http::Uri = url
-        .parse()
-        .with_context(|| format!("parse server URL {url}"))?;
-    let mut config = kube::Config::new(uri);
-    config.default_namespace = "default".into();
-    // Watches are long polls; the default read timeout would cut them.
-    config.read_timeout = Some(Duration::from_secs(300));
-    Client::try_from(config).context("build a client for the embedded API server")
 }
 
 /// Applies every CRD of the `api` crate and waits until each is Established.

@@ -237,9 +237,7 @@ fn grant_allows(grant: &Grant, access: &Access) -> bool {
 }
 
 fn manager_client(env: &Env) -> kube::Client {
-    let mut config = kube::Config::new(env.server.url().parse().unwrap());
-    config.default_namespace = "default".into();
-    config.read_timeout = Some(Duration::from_secs(300));
+    let mut config = env.server.config();
     config.headers.push((
         HeaderName::from_static("user-agent"),
         HeaderValue::from_static(MANAGER_AGENT),

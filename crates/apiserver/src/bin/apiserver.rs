@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 
-/// An in-memory Kubernetes API server for development and tests. It has NO authentication.
+/// An in-memory Kubernetes API server for development and tests, over HTTPS with one
+/// bearer token that grants everything (both written into `--kubeconfig-out`).
 #[derive(Debug, Parser)]
 #[command(name = "apiserver", version)]
 struct Args {
@@ -16,15 +17,27 @@ struct Args {
     /// Address to bind.
     #[arg(long, default_value = "127.0.0.1")]
     bind_address: IpAddr,
-    /// Allow a non-loopback bind address (anyone who can connect can do anything).
+    /// Allow a non-loopback bind address (anyone who can connect may try the token).
     #[arg(long)]
     allow_non_loopback: bool,
-    /// Write a kubeconfig for this server here.
+    /// Also accept requests addressed to this host name or address (repeatable); loopback
+    /// names are always accepted. It goes into the serving certificate too.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// Write a kubeconfig for this server here (mode 0600: it holds the token).
     #[arg(long)]
     kubeconfig_out: Option<PathBuf>,
-    /// Persist objects here (default: memory only).
+    /// Persist objects here (default: memory only); the CA and the token are kept here too.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Read the bearer token from this file; a missing file gets a new random token
+    /// (mode 0600). Default: `<data-dir>/token`, or a new token at every start.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Serve plain HTTP instead of HTTPS (the token is still required; some clients,
+    /// such as @kubernetes/client-node, refuse plain HTTP).
+    #[arg(long)]
+    plain_http: bool,
 }
 
 #[tokio::main]
@@ -40,17 +53,27 @@ async fn main() -> anyhow::Result<()> {
     let mut builder = apiserver::ApiServer::builder()
         .port(args.port)
         .bind_address(args.bind_address)
-        .allow_non_loopback(args.allow_non_loopback);
+        .allow_non_loopback(args.allow_non_loopback)
+        .plain_http(args.plain_http);
+    for host in &args.allowed_hosts {
+        builder = builder.allow_host(host);
+    }
     if let Some(dir) = &args.data_dir {
         builder = builder.data_dir(dir);
     }
+    if let Some(path) = &args.token_file {
+        builder = builder.token_file(path);
+    }
     let server = builder.serve().await.context("starting the api server")?;
-    tracing::warn!(url = %server.url(), "serving with NO authentication and NO authorization");
     if let Some(path) = &args.kubeconfig_out {
         server
             .write_kubeconfig(path)
             .context("writing the kubeconfig")?;
         tracing::info!(path = %path.display(), "kubeconfig written");
+    } else {
+        tracing::warn!(
+            "no --kubeconfig-out: clients need the token (--token-file) and, for HTTPS, the CA"
+        );
     }
     println!("{}", server.url());
     tokio::select! {

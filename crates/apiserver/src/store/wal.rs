@@ -5,7 +5,7 @@
 //! last record is dropped with a warning at recovery.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,11 +52,12 @@ impl Wal {
     /// # Errors
     /// I/O errors.
     pub fn open(dir: &Path) -> std::io::Result<Recovered> {
-        std::fs::create_dir_all(dir)?;
+        crate::private_fs::create_dir(dir)?;
         let mut tables: HashMap<StorageKey, Table> = HashMap::new();
         let mut rv = 0u64;
         let snapshot_path = dir.join(SNAPSHOT);
         if snapshot_path.exists() {
+            crate::private_fs::restrict(&snapshot_path)?;
             let reader = BufReader::new(File::open(&snapshot_path)?);
             for (i, line) in reader.lines().enumerate() {
                 let line = line?;
@@ -117,10 +118,7 @@ impl Wal {
                 good_len = pos as u64;
             }
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
+        let file = crate::private_fs::open_append(&log_path)?;
         file.set_len(good_len)?;
         file.sync_all()?;
         let (tx, rx) = mpsc::channel();
@@ -239,7 +237,7 @@ fn sync(log: &mut BufWriter<File>) -> std::io::Result<()> {
 fn write_snapshot(dir: &Path, rv: u64, tables: &[(StorageKey, Table)]) -> std::io::Result<()> {
     let tmp = dir.join(format!("{SNAPSHOT}.tmp"));
     {
-        let mut out = BufWriter::new(File::create(&tmp)?);
+        let mut out = BufWriter::new(crate::private_fs::create_file(&tmp)?);
         writeln!(out, "{}", json!({"rv": rv}))?;
         for (storage, table) in tables {
             for object in table.values() {

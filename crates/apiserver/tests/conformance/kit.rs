@@ -376,15 +376,16 @@ pub async fn changes_until(watch: &mut RawWatch, marker: &str) -> Vec<(String, S
     }
 }
 
-/// One request over a plain TCP connection, bypassing kube's client (which retries 429
+/// One request over a fresh connection, bypassing kube's client (which retries 429
 /// and 503 by itself, so it never shows them). HTTP/1.1 with `Connection: close`.
 pub async fn call_bare(server: &TestServer, method: &str, path: &str, body: &Value) -> Answer {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let address = server.url().trim_start_matches("http://").to_string();
-    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let mut stream = server.connect_raw().await;
     let body = serde_json::to_vec(body).unwrap();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        server.authority(),
+        server.authorization(),
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();

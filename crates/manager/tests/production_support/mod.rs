@@ -278,7 +278,7 @@ impl Replica {
             .build()
             .unwrap();
         let agent = format!("socialweb-manager/{identity}");
-        let url = world.server.url();
+        let config = world.server.config();
         let election = elect.then(|| LeaderConfig {
             namespace: CONTRACT_NS.to_owned(),
             lease_name: LEASE.to_owned(),
@@ -294,7 +294,7 @@ impl Replica {
         let process_shutdown = shutdown.clone();
         runtime.spawn(async move {
             // Built on this runtime: the client's background tasks must die with it.
-            let client = client_for(&url, &header);
+            let client = client_for(config, &header);
             let clock: Arc<dyn Clock> = Arc::new(SystemClock);
             let markets = Arc::new(match market {
                 Some(market) => Markets::with_local_market(Arc::clone(&clock), market),
@@ -365,12 +365,9 @@ impl Drop for Replica {
     }
 }
 
-/// A client for `url` that says `agent` in every request's User-Agent
-/// (kube sets none of its own, so this is the only one the server sees).
-pub fn client_for(url: &str, agent: &str) -> Client {
-    let mut config = kube::Config::new(url.parse().unwrap());
-    config.default_namespace = "default".into();
-    config.read_timeout = Some(Duration::from_secs(300));
+/// A client of `config` (the test server's) that says `agent` in every request's
+/// User-Agent (kube sets none of its own, so this is the only one the server sees).
+pub fn client_for(mut config: kube::Config, agent: &str) -> Client {
     config.headers.push((
         http::header::USER_AGENT,
         http::HeaderValue::from_str(agent).unwrap(),
