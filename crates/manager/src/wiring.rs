@@ -79,7 +79,9 @@ impl Controllers {
     #[must_use]
     pub fn start(self) -> Running {
         let namespace = self.options.contract_namespace.clone();
-        let caches = Arc::new(SharedCaches::new(self.client.clone(), &namespace));
+        let caches = Arc::new(
+            SharedCaches::new(self.client.clone(), &namespace).with_metrics(self.metrics.clone()),
+        );
 
         let mut infra_ctx =
             infra::context(self.client.clone(), Arc::clone(&self.clock), &namespace);

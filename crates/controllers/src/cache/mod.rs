@@ -40,8 +40,18 @@
 //! waits on [`CacheReadiness`] (a `tokio::sync::watch`, which wakes every
 //! waiter) instead; the only `Store::wait_until_ready` left is the one each
 //! `Controller` makes on its own primary store, one waiter per store.
+//!
+//! # Why each object is decoded on its own
+//!
+//! One object the manager cannot decode must not fail the list of its kind
+//! (that stopped every tenant's reconciles): [`decode`] says how it is
+//! skipped, kept at its last readable version, counted in
+//! `socialweb_cache_undecodable_objects` and marked with a Warning Event.
+
+pub mod decode;
 
 use std::{
+    borrow::Cow,
     collections::{HashMap, HashSet},
     fmt::Debug,
     sync::Arc,
@@ -51,11 +61,12 @@ use std::{
 use api::{ComputeContract, Infra, NodeClaim, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use kube::{
     Api, Client, Resource,
     runtime::{
         WatchStreamExt,
+        events::{Event, EventType, Recorder, Reporter},
         reflector::{ObjectRef, Store, store::Writer},
         watcher,
     },
@@ -64,6 +75,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use api::Cluster;
+use decode::{Decoded, Lenient, Undecodable};
+
+use crate::metrics::Metrics;
+
+/// The name the shared cache reports its Events under.
+pub const REPORTER: &str = "socialweb-cache";
 
 /// How many events a slow subscriber may lag behind before the reflector waits for it.
 const FAN_OUT_BUFFER: usize = 1024;
@@ -81,7 +98,7 @@ where
     _open: InactiveReceiver<Arc<K>>,
     /// Turns true once the store holds the initial list.
     ready: watch::Sender<bool>,
-    api: Api<K>,
+    api: Api<Decoded<K>>,
     config: watcher::Config,
 }
 
@@ -89,7 +106,7 @@ impl<K> Shared<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    fn new(api: Api<K>, config: watcher::Config) -> Self {
+    fn new(api: Api<Decoded<K>>, config: watcher::Config) -> Self {
         let writer = Writer::default();
         let (mut fan_out, open) = async_broadcast::broadcast(FAN_OUT_BUFFER);
         // With no subscriber the event is dropped instead of stalling the reflector.
@@ -144,13 +161,13 @@ where
     }
 
     /// The future that keeps this kind's reflector up to date; `None` once taken.
-    fn take_reflector(&self) -> Option<BoxFuture<'static, ()>> {
+    fn take_reflector(&self, reporting: Reporting) -> Option<BoxFuture<'static, ()>> {
         let mut writer = self
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()?;
-        let kind = K::kind(&()).to_string();
+        let kind = kind_label::<K>();
         let store = self.store.clone();
         let fan_out = self.fan_out.clone();
         let ready = self.ready.clone();
@@ -160,6 +177,8 @@ where
         Some(Box::pin(async move {
             // What the store held when a re-list began: to tell who vanished meanwhile.
             let mut before_relist: Vec<Arc<K>> = Vec::new();
+            let mut lenient = Lenient::<K>::default();
+            reporting.metrics.set_undecodable(kind, 0);
             while let Some(event) = events.next().await {
                 let event = match event {
                     Ok(event) => event,
@@ -169,6 +188,16 @@ where
                         tracing::warn!(kind = %kind, %error, "watch failed; retrying");
                         continue;
                     }
+                };
+                let converted = lenient.convert(event, &store);
+                if let Some(bad) = converted.report {
+                    reporting.undecodable::<K>(kind, &bad).await;
+                }
+                reporting
+                    .metrics
+                    .set_undecodable(kind, lenient.undecodable());
+                let Some(event) = converted.event else {
+                    continue;
                 };
                 if matches!(event, watcher::Event::Init) {
                     before_relist = store.state();
@@ -202,6 +231,68 @@ pub fn loggable(error: &watcher::Error) -> String {
         serde.line(),
         serde.column()
     )
+}
+
+/// The label of kind `K` in metrics: a fixed name, bounded by the kinds the manager watches.
+fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()) {
+        Cow::Borrowed(kind) => kind,
+        Cow::Owned(_) => "Other",
+    }
+}
+
+/// Where the reflectors report the objects they cannot decode.
+#[derive(Clone)]
+struct Reporting {
+    metrics: Metrics,
+    recorder: Recorder,
+}
+
+impl Reporting {
+    /// Counts, logs and marks with a Warning Event one version of an object
+    /// that did not decode. Names the field, never its value.
+    async fn undecodable<K: Resource<DynamicType = ()>>(
+        &self,
+        kind: &'static str,
+        bad: &Undecodable,
+    ) {
+        self.metrics.decode_failed(kind);
+        let namespace = bad.meta.namespace.clone().unwrap_or_default();
+        let name = bad.meta.name.clone().unwrap_or_default();
+        tracing::warn!(
+            kind,
+            %namespace,
+            %name,
+            field = %bad.field,
+            problem = %bad.problem,
+            "cannot decode this object: it is left out of the cache (its last readable version is kept) until it is fixed"
+        );
+        let reference = ObjectReference {
+            api_version: Some(K::api_version(&()).into_owned()),
+            kind: Some(kind.to_owned()),
+            name: bad.meta.name.clone(),
+            namespace: bad.meta.namespace.clone(),
+            uid: bad.meta.uid.clone(),
+            resource_version: bad.meta.resource_version.clone(),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "Undecodable".to_owned(),
+            note: Some(format!(
+                "the manager cannot read this {kind}: field {} {}. Until it is fixed the \
+                 manager acts on its last readable version, or leaves it alone if it never \
+                 read one",
+                bad.field, bad.problem
+            )),
+            action: "Decode".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            // A courtesy to a person: losing it must not stop the cache.
+            tracing::warn!(kind, %error, "could not publish the Undecodable Event");
+        }
+    }
 }
 
 /// The objects one watch event tells the subscribers about (the store already applied it).
@@ -266,6 +357,8 @@ where
 
 /// The caches of every kind the manager reads.
 pub struct SharedCaches {
+    /// Where undecodable objects are counted and marked.
+    reporting: Reporting,
     /// Infras of the contract namespace.
     pub infras: Shared<Infra>,
     /// ComputeContracts of the contract namespace.
@@ -288,7 +381,15 @@ impl SharedCaches {
     #[must_use]
     pub fn new(client: Client, contract_namespace: &str) -> Self {
         let any = watcher::Config::default;
+        let reporter = Reporter {
+            controller: REPORTER.to_owned(),
+            instance: None,
+        };
         Self {
+            reporting: Reporting {
+                metrics: Metrics::default(),
+                recorder: Recorder::new(client.clone(), reporter),
+            },
             infras: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
             contracts: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
             requesters: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
@@ -306,18 +407,26 @@ impl SharedCaches {
         }
     }
 
+    /// Counts undecodable objects in `metrics` (the manager's).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.reporting.metrics = metrics;
+        self
+    }
+
     /// Drives every reflector until the process stops.
     ///
     /// Spawn it after every controller has subscribed.
     pub fn run(&self) -> impl Future<Output = ()> + Send + 'static {
+        let reporting = || self.reporting.clone();
         let reflectors: Vec<BoxFuture<'static, ()>> = [
-            self.infras.take_reflector(),
-            self.contracts.take_reflector(),
-            self.requesters.take_reflector(),
-            self.outside_requesters.take_reflector(),
-            self.join_secrets.take_reflector(),
-            self.clusters.take_reflector(),
-            self.nodeclaims.take_reflector(),
+            self.infras.take_reflector(reporting()),
+            self.contracts.take_reflector(reporting()),
+            self.requesters.take_reflector(reporting()),
+            self.outside_requesters.take_reflector(reporting()),
+            self.join_secrets.take_reflector(reporting()),
+            self.clusters.take_reflector(reporting()),
+            self.nodeclaims.take_reflector(reporting()),
         ]
         .into_iter()
         .flatten()
