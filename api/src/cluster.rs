@@ -1,6 +1,6 @@
 //! The Cluster kind: a tenant's rented Kubernetes cluster, the input that NodeClaims hang off.
 
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +10,7 @@ use crate::names::DID_PATTERN;
 
 /// A tenant's Kubernetes cluster. Its nodes are asked for with NodeClaims; all
 /// of them together are one Infra in the contract namespace.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[kube(
     group = "socialweb.computer",
     version = "v1alpha1",
@@ -22,7 +22,11 @@ use crate::names::DID_PATTERN;
     doc = "A tenant's Kubernetes cluster; its nodes are NodeClaims.",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Nodes","type":"integer","jsonPath":".status.nodes"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    // Its name is a label value on the Infra and join Secrets of its nodes.
+    validation = kube::core::Rule::new("self.metadata.name.size() <= 63").message(
+        "a Cluster's name is at most 63 characters: it labels the Infra and join Secrets of its nodes"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSpec {

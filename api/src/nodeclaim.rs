@@ -45,14 +45,19 @@ fn default_loss_grace_seconds() -> u32 {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimSpec {
-    /// Name of the Cluster, in the claim's own namespace, that the node joins.
+    /// Name of the Cluster, in the claim's own namespace, that the node joins
+    /// (at most 63 characters, as a Cluster's name).
     /// Immutable: a node cannot move to another cluster.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = DNS_LABEL_MAX_LEN))]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "clusterName is immutable"}]))]
     pub cluster_name: String,
-    /// The size of the machine to rent.
+    /// The size of the machine to rent. Immutable, as the machine is: to
+    /// change it, create a new NodeClaim and delete this one.
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "resources is immutable: a rented machine is not resized; create a new NodeClaim with the resources you want and delete this one"}]))]
     pub resources: Resources,
-    /// Where the machine must run.
+    /// Where the machine must run. Immutable, as the machine is: to change
+    /// it, create a new NodeClaim and delete this one.
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "location is immutable: a rented machine does not move; create a new NodeClaim with the location you want and delete this one"}]))]
     pub location: Location,
     /// DID of the account the node is rented for, shaped `did:<method>:<id>`.
     /// Defaults to the Cluster's `spec.account`.

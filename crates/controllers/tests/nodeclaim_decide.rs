@@ -508,3 +508,24 @@ fn a_guest_is_adopted_by_one_claim_and_a_composed_claim_keeps_it() {
     assert_eq!(w.entries(), vec![entry_name("uid-1")]);
     assert_eq!(cond(&w, "first", INFRA_COMPOSED).reason, reason::COMPOSED);
 }
+
+#[test]
+fn a_cluster_name_too_long_for_a_label_is_the_reason_given() {
+    // A Cluster stored before its name was validated, not reporting a URL yet.
+    let long = "c".repeat(64);
+    let mut w = World::new(&long);
+    w.cluster.as_mut().unwrap().status.as_mut().unwrap().url = None;
+    w.claims.push(claim("worker", "uid-w", &long));
+    w.settle(start());
+    let composed = cond(&w, "worker", INFRA_COMPOSED);
+    assert_eq!(composed.reason, reason::CLUSTER_NAME_TOO_LONG);
+    assert!(composed.message.contains("63"), "{}", composed.message);
+    // Not hidden by the missing URL, and still the reason once the URL comes.
+    w.cluster.as_mut().unwrap().status.as_mut().unwrap().url = Some(URL.into());
+    let plan = w.reconcile(start() + Duration::seconds(1));
+    assert_eq!(
+        cond(&w, "worker", INFRA_COMPOSED).reason,
+        reason::CLUSTER_NAME_TOO_LONG
+    );
+    assert!(plan.write_secrets.is_empty() && w.infra.is_none());
+}

@@ -17,7 +17,7 @@ use api::{
 use controllers::nodeclaim::conditions::{INFRA_COMPOSED, reason};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nodeclaim_e2e_support::*;
 use serde_json::json;
 use std::time::Duration;
@@ -298,4 +298,67 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
         (phase_of(client, "waits").await == Some(NodeClaimPhase::Joined)).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn names_and_a_claims_machine_are_checked_up_front() {
+    let env = start().await;
+    let client = &env.client;
+    let long = "c".repeat(64);
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let mut too_long = Cluster::new(
+        &long,
+        api::ClusterSpec {
+            account: "did:plc:tenant".into(),
+            running: true,
+        },
+    );
+    too_long.metadata.namespace = Some(NS.into());
+    let refused = clusters
+        .create(&PostParams::default(), &too_long)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("at most 63 characters"),
+        "{refused}"
+    );
+
+    create_cluster(client, "c1", true).await;
+    let claim = create_claim(client, "worker", "c1", 2).await;
+    let mut of_long = NodeClaim::new("of-long", claim.spec.clone());
+    of_long.spec.cluster_name = long;
+    let refused = claims(client)
+        .create(&PostParams::default(), &of_long)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("spec.clusterName"),
+        "{refused}"
+    );
+
+    // The machine a claim rents is fixed: resizing or moving it is refused, saying what to do.
+    for (patch, field) in [
+        (json!({"spec": {"resources": {"cpus": 8}}}), "resources"),
+        (json!({"spec": {"location": {"country": "FR"}}}), "location"),
+    ] {
+        let refused = claims(client)
+            .patch("worker", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_err();
+        let text = refused.to_string();
+        assert!(
+            text.contains(&format!("{field} is immutable"))
+                && text.contains("create a new NodeClaim"),
+            "{text}"
+        );
+    }
+    // The graces are the claim's own and may change.
+    claims(client)
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"joinGraceSeconds": 600}})),
+        )
+        .await
+        .unwrap();
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use api::names::{
-    CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL,
+    CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, DNS_LABEL_MAX_LEN, INFRA_NAME_LABEL,
     compute_contract_name, infra_name, join_secret_name,
 };
 use api::{
@@ -96,6 +96,17 @@ pub fn check_claim(claim: &NodeClaim, cluster: Option<&Cluster>) -> Result<(), P
             format!(
                 "spec.clusterName {cluster_name:?} is not a name: a NodeClaim reaches only a Cluster in its own namespace {namespace:?}; \
                  create the NodeClaim in the Cluster's namespace and set spec.clusterName to the Cluster's name"
+            ),
+        ));
+    }
+    if cluster_name.len() > DNS_LABEL_MAX_LEN {
+        // The name labels the Infra and join Secrets: every write would be refused.
+        return Err(Problem::new(
+            reason::CLUSTER_NAME_TOO_LONG,
+            format!(
+                "spec.clusterName is {} characters; a Cluster's name is at most {DNS_LABEL_MAX_LEN} because it labels the Infra and join Secrets of its nodes: \
+                 recreate the Cluster and its claims with a shorter name",
+                cluster_name.len()
             ),
         ));
     }

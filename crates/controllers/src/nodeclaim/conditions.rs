@@ -23,6 +23,8 @@ pub mod reason {
     pub const COMPOSED: &str = "Composed";
     /// `spec.clusterName` is not a plain name (it cannot name another namespace).
     pub const CLUSTER_NAME_INVALID: &str = "ClusterNameInvalid";
+    /// `spec.clusterName` is longer than a label value (63): no write for it can succeed.
+    pub const CLUSTER_NAME_TOO_LONG: &str = "ClusterNameTooLong";
     /// No Cluster of that name in the claim's namespace.
     pub const CLUSTER_NOT_FOUND: &str = "ClusterNotFound";
     /// The Cluster is being deleted.
