@@ -1,6 +1,6 @@
 //! Who may use the server (issue 10 item 10, issue 15 item 7): the holder of its token,
-//! over HTTPS with its own CA, through a loopback `Host`, with a declared body format;
-//! and what the server leaves on disk is readable by its user only.
+//! over HTTPS with its own CA, through a loopback `Host`, with a declared body format.
+//! (What it leaves on disk: `on_disk.rs`.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use apiserver::testing::TestServer;
@@ -237,38 +237,4 @@ async fn plain_http_is_served_only_when_asked_and_still_needs_the_token() {
     config.cluster_url = tls.url().replace("https://", "http://").parse().unwrap();
     let namespaces: Api<Namespace> = Api::all(kube::Client::try_from(config).unwrap());
     assert!(namespaces.get_opt("default").await.is_err());
-}
-
-#[cfg(unix)]
-#[tokio::test]
-async fn the_data_directory_and_everything_in_it_are_private() {
-    use std::os::unix::fs::PermissionsExt;
-    let base = tempfile::tempdir().unwrap();
-    let dir = base.path().join("state");
-    let server = TestServer::builder()
-        .data_dir(&dir)
-        .compact_every(1)
-        .start()
-        .await
-        .unwrap();
-    let configmaps: Api<ConfigMap> = Api::default_namespaced(server.client());
-    let cm: ConfigMap =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}})).unwrap();
-    configmaps.create(&Default::default(), &cm).await.unwrap();
-    let mode =
-        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&dir), 0o700);
-    let files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    for name in ["wal.log", "snapshot.jsonl", "token", "ca.key", "ca.crt"] {
-        assert!(
-            files.iter().any(|f| f.ends_with(name)),
-            "{name} missing in {files:?}"
-        );
-    }
-    for file in files {
-        assert_eq!(mode(&file), 0o600, "{}", file.display());
-    }
 }

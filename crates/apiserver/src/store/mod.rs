@@ -380,7 +380,9 @@ impl Store {
             Some(wal) => {
                 let ticket = wal.append(&change);
                 state.writes_since_snapshot += 1;
-                if state.writes_since_snapshot >= self.compact_every {
+                // A deleted or replaced Secret's data leaves the disk at once (wal docs).
+                if state.writes_since_snapshot >= self.compact_every || wal::erases_secret(&change)
+                {
                     state.writes_since_snapshot = 0;
                     let tables = state
                         .tables

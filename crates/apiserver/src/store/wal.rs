@@ -3,6 +3,11 @@
 //!
 //! Record framing: `len: u32 LE | crc32: u32 LE | payload (JSON)`. A torn or corrupt
 //! last record is dropped with a warning at recovery.
+//!
+//! A Secret's data must not outlive the Secret on disk: a write that deletes a Secret or
+//! replaces its data ([`erases_secret`]) is followed by a snapshot (the store queues one
+//! right after it), which rewrites `snapshot.jsonl` without the old data and empties the
+//! log; the write is acknowledged only once that snapshot is on disk.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -18,8 +23,36 @@ use super::{Change, ChangeType, StoredObject, Table};
 use crate::registry::StorageKey;
 
 enum Msg {
-    Record(Vec<u8>, oneshot::Sender<()>),
+    /// A framed record; `erases` holds its acknowledgement until the next snapshot.
+    Record {
+        bytes: Vec<u8>,
+        done: oneshot::Sender<()>,
+        erases: bool,
+    },
     Snapshot(u64, Vec<(StorageKey, Table)>),
+}
+
+/// How long an erasing write waits for the snapshot the store queues after it.
+const SNAPSHOT_AFTER_ERASURE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The storage key of Secrets.
+const SECRET_STORAGE: &str = "/secrets";
+
+/// Whether `change` removes Secret data from the current state (the Secret is deleted,
+/// or its `data` replaced), so the old data must leave the disk: the store snapshots
+/// right after such a write.
+#[must_use]
+pub fn erases_secret(change: &Change) -> bool {
+    if &*change.storage != SECRET_STORAGE {
+        return false;
+    }
+    match (&change.change, &change.previous) {
+        (ChangeType::Deleted, _) => true,
+        (ChangeType::Modified, Some(previous)) => {
+            previous.value().get("data") != change.object.value().get("data")
+        }
+        _ => false,
+    }
 }
 
 /// The log writer handle.
@@ -163,7 +196,12 @@ impl Wal {
         framed.extend_from_slice(&crc32(&payload).to_le_bytes());
         framed.extend_from_slice(&payload);
         let (done, wait) = oneshot::channel();
-        self.tx.lock().send(Msg::Record(framed, done)).ok()?;
+        let record = Msg::Record {
+            bytes: framed,
+            done,
+            erases: erases_secret(change),
+        };
+        self.tx.lock().send(record).ok()?;
         Some(wait)
     }
 
@@ -191,20 +229,56 @@ fn put(tables: &mut HashMap<StorageKey, Table>, storage: &Value, object: &Value)
 
 fn writer(dir: PathBuf, file: File, rx: mpsc::Receiver<Msg>) {
     let mut log = BufWriter::new(file);
-    while let Ok(first) = rx.recv() {
+    // Acknowledgements of Secret-erasing writes, released once a snapshot is written.
+    let mut held: Vec<oneshot::Sender<()>> = Vec::new();
+    loop {
+        let first = if held.is_empty() {
+            rx.recv().ok()
+        } else {
+            // The snapshot is queued right after the record; never hold a write for ever.
+            match rx.recv_timeout(SNAPSHOT_AFTER_ERASURE) {
+                Ok(msg) => Some(msg),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::error!(
+                        "no snapshot followed a Secret erasure; acknowledging it anyway"
+                    );
+                    for done in held.drain(..) {
+                        let _ = done.send(());
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            }
+        };
+        let Some(first) = first else {
+            break;
+        };
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
+        // Only the last snapshot of a batch matters: it holds every record before it.
+        let last_snapshot = batch
+            .iter()
+            .rposition(|msg| matches!(msg, Msg::Snapshot(..)));
         let mut waiting = Vec::new();
-        for msg in batch {
+        for (index, msg) in batch.into_iter().enumerate() {
             match msg {
-                Msg::Record(bytes, done) => {
+                Msg::Record {
+                    bytes,
+                    done,
+                    erases,
+                } => {
                     if let Err(e) = log.write_all(&bytes) {
                         tracing::error!(error = %e, "write-ahead log append failed");
                     }
-                    waiting.push(done);
+                    if erases {
+                        held.push(done);
+                    } else {
+                        waiting.push(done);
+                    }
                 }
+                Msg::Snapshot(..) if Some(index) != last_snapshot => {}
                 Msg::Snapshot(rv, tables) => {
                     if let Err(e) = sync(&mut log) {
                         tracing::error!(error = %e, "write-ahead log sync failed");
@@ -217,6 +291,7 @@ fn writer(dir: PathBuf, file: File, rx: mpsc::Receiver<Msg>) {
                         }
                         Err(e) => tracing::error!(error = %e, "snapshot failed; keeping the log"),
                     }
+                    waiting.append(&mut held);
                 }
             }
         }
@@ -227,6 +302,8 @@ fn writer(dir: PathBuf, file: File, rx: mpsc::Receiver<Msg>) {
             let _ = done.send(());
         }
     }
+    // The store is gone: nobody waits for what is still held.
+    drop(held);
 }
 
 fn sync(log: &mut BufWriter<File>) -> std::io::Result<()> {
