@@ -1,4 +1,4 @@
-//! The compute market port and the embedded local market.
+//! The compute market port and its adapters.
 //!
 //! A Requester reconciler rents machines ("guests") on a compute market through
 //! the [`Market`] port: it publishes a [`RequestForProposal`] for a contract,
@@ -9,8 +9,8 @@
 //!
 //! This crate knows nothing about Kubernetes: the controller maps its API types
 //! onto the plain types here. [`LocalMarket`] is the embedded, seeded,
-//! deterministic market used by default and by the tests; a real market adapter
-//! implements the same trait.
+//! deterministic market used by default and by the tests; [`atproto`] rents
+//! real machines on the publicdomainrelay atproto compute market.
 //!
 //! # Guarantees every implementation gives
 //! - Publishing is idempotent per [`ContractKey`]: a second publish for the same
@@ -19,22 +19,41 @@
 //!   the same receipt, so a restart between accept and recording the receipt
 //!   never rents a second guest.
 //! - Releasing is idempotent: releasing a guest that is already gone is `Ok`.
-//! - [`Market::lookup`] returning `None` means the guest is gone.
+//! - [`Market::lookup`] returning `None` means the guest is gone, or (for a
+//!   market that cannot confirm it, [`ReleaseOutcome::Acknowledged`]) that
+//!   its release was acknowledged and nothing seen since says it still runs.
 //! - Errors say whether a retry can help ([`MarketError::is_retryable`]).
+//! - Every identifier a market needs after a restart is either in the
+//!   [`Receipt`] the caller keeps or derived again from the contract key: no
+//!   market keeps state only in the memory of the process.
+//!
+//! # Markets that cannot be asked
+//! The atproto market has no status query and no release confirmation: a
+//! provider only pushes events (`vm.onNetwork`, `registerIdentity`) and
+//! acknowledges a release before it tears the machine down. The port says so
+//! rather than pretending:
+//! - [`GuestStatus::Booting`] means "accepted, no event yet"; a provider that
+//!   stays silent past the market's provisioning timeout is reported
+//!   [`GuestStatus::Failed`], so the caller releases it and sees why.
+//! - [`Market::release`] returns [`ReleaseOutcome::Acknowledged`] instead of
+//!   [`ReleaseOutcome::Confirmed`]; a guest seen running after that is
+//!   reported again by [`Market::lookup`] and [`Market::guest_status`].
 
 #![deny(missing_docs)]
 
 mod clock;
 mod error;
 pub mod local;
+mod price;
 mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{MarketError, Operation};
 pub use local::{LocalBidder, LocalMarket, LocalMarketConfig};
+pub use price::{Amount, AmountError, Frequency, Price};
 pub use types::{
-    Agreement, Bid, ContractKey, GuestInfo, GuestStatus, Location, Receipt, RequestForProposal,
-    Resources, RfpId,
+    Bid, ContractKey, GuestInfo, GuestStatus, Location, Receipt, RecordRef, ReleaseOutcome,
+    RequestForProposal, Resources, RfpId,
 };
 
 use async_trait::async_trait;
@@ -67,10 +86,17 @@ pub trait Market: Send + Sync {
     /// that restarted mid-way accepts it again and gets the same receipt).
     ///
     /// # Errors
-    /// [`MarketError::UnknownRfp`] for an id this market never issued.
+    /// [`MarketError::UnknownRfp`] for an id this market never issued;
+    /// [`MarketError::Unavailable`] when the market could not ask any bidder
+    /// (it names each bidder and why), retryable.
     async fn collect_bids(&self, rfp: &RfpId) -> Result<Vec<Bid>, MarketError>;
 
     /// Accepts a bid and returns the verified receipt of the agreement.
+    ///
+    /// A bid without a [`Bid::record`] (rebuilt from what the caller kept)
+    /// names the bidder's current bid on the RFP. Verifying the receipt is the
+    /// market's own: the local market checks the agreement's content id, the
+    /// atproto market the receipt's signature and its binding to our accept.
     ///
     /// # Errors
     /// [`MarketError::UnknownRfp`]; [`MarketError::BidWithdrawn`] when the bid is
@@ -81,7 +107,9 @@ pub trait Market: Send + Sync {
 
     /// Reports what the provider says about the guest of a receipt.
     ///
-    /// A released guest reports [`GuestStatus::Terminated`].
+    /// A released guest reports [`GuestStatus::Terminated`]. A market without
+    /// a status query answers from the events it received: `Booting` until
+    /// the first, `Failed` when none came within its provisioning timeout.
     ///
     /// # Errors
     /// [`MarketError::InvalidReceipt`]; [`MarketError::GuestNotFound`] for a
@@ -90,14 +118,20 @@ pub trait Market: Send + Sync {
 
     /// Releases the guest of a receipt (the market's `vm.delete`).
     ///
-    /// Idempotent: releasing a guest that is already gone is `Ok`.
+    /// Idempotent: releasing a guest that is already gone is `Ok`, and so is
+    /// sending a release again. `Ok` says what is known:
+    /// [`ReleaseOutcome::Confirmed`] (the guest is stopped) or
+    /// [`ReleaseOutcome::Acknowledged`] (the provider took the request; the
+    /// protocol cannot confirm more).
     ///
     /// # Errors
     /// [`MarketError::InvalidReceipt`]; retryable errors when the release could
-    /// not be sent (retry with backoff, never drop it).
-    async fn release(&self, receipt: &Receipt) -> Result<(), MarketError>;
+    /// not be sent or was not acknowledged (retry with backoff, never drop it).
+    async fn release(&self, receipt: &Receipt) -> Result<ReleaseOutcome, MarketError>;
 
-    /// Looks the guest of a receipt up; `None` means the guest is gone.
+    /// Looks the guest of a receipt up; `None` means the guest is gone (or,
+    /// at a market that cannot confirm it, its release was acknowledged and
+    /// nothing since says it still runs).
     ///
     /// # Errors
     /// [`MarketError::InvalidReceipt`]; retryable errors when unavailable.
@@ -111,15 +145,20 @@ pub trait Market: Send + Sync {
     async fn adopt(&self, receipt: &Receipt) -> Result<GuestInfo, MarketError>;
 }
 
-/// Picks the winning bid: the lowest cost, ties broken by the bidder's DID so
-/// the choice is the same after a restart.
+/// Picks the winning bid: the lowest cost per hour of use
+/// ([`Price::cmp_per_hour`]), ties broken by the bidder's DID and then the
+/// bid's record, so the choice is the same after a restart and in any order.
 ///
-/// Bids in different currencies are compared by their minor units as they are;
+/// Bids in different currencies are compared by their amounts as they are;
 /// a caller that mixes currencies must filter first.
 #[must_use]
 pub fn cheapest(bids: &[Bid]) -> Option<&Bid> {
-    bids.iter()
-        .min_by(|a, b| a.cost.cmp(&b.cost).then_with(|| a.bidder.cmp(&b.bidder)))
+    bids.iter().min_by(|a, b| {
+        a.price
+            .cmp_per_hour(&b.price)
+            .then_with(|| a.bidder.cmp(&b.bidder))
+            .then_with(|| a.record.cmp(&b.record))
+    })
 }
 
 #[cfg(test)]
@@ -127,11 +166,7 @@ mod tests {
     use super::*;
 
     fn bid(bidder: &str, cost: u64) -> Bid {
-        Bid {
-            bidder: bidder.to_owned(),
-            cost,
-            currency: "EUR".to_owned(),
-        }
+        Bid::new(bidder, Price::hourly(cost, "EUR"))
     }
 
     #[test]

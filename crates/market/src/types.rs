@@ -3,9 +3,8 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::MarketError;
+use crate::Price;
 
 /// The stable identity of one contract, used as the idempotency key of
 /// [`crate::Market::publish_rfp`].
@@ -98,117 +97,82 @@ impl fmt::Display for RfpId {
     }
 }
 
+/// Where a market keeps a record: its address and the content id of the
+/// version meant (an atproto strongRef).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RecordRef {
+    /// The record's address, e.g. `at://did:plc:.../com.publicdomainrelay.temp.market.bid/<rkey>`.
+    pub uri: String,
+    /// The content id of the version meant.
+    pub cid: String,
+}
+
 /// A bidder's offer for an RFP.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Bid {
     /// DID of the bidder (the provider that would run the guest).
     pub bidder: String,
-    /// Cost in minor units of `currency` per hour.
-    pub cost: u64,
-    /// Currency code, e.g. `EUR`.
-    pub currency: String,
+    /// What it asks.
+    #[serde(flatten)]
+    pub price: Price,
+    /// The bid's record, for a market that publishes bids as records (the
+    /// atproto market); `None` for the local market, and for a bid rebuilt
+    /// from a status that kept only the bidder and price (the market then
+    /// finds the bidder's bid itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<RecordRef>,
 }
 
-/// The terms both sides agreed to when a bid was accepted; its content hash is
-/// the receipt's `cid`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Agreement {
-    /// The RFP that was accepted.
-    pub rfp: RfpId,
-    /// The contract the RFP was for.
-    pub contract: ContractKey,
-    /// DID of the tenant that owns the guest.
-    pub owner_did: String,
-    /// What the guest offers.
-    pub resources: Resources,
-    /// Where the guest runs.
-    pub location: Location,
-    /// The accepted bid.
-    pub bid: Bid,
-}
-
-impl Agreement {
-    /// The content id of the agreement: `sha256:` and the hex digest of a
-    /// canonical, length-prefixed encoding of every field.
+impl Bid {
+    /// A bid without a record.
     #[must_use]
-    pub fn content_id(&self) -> String {
-        let mut hasher = Sha256::new();
-        let region = self.location.region.as_deref().unwrap_or("");
-        let numbers = [
-            u64::from(self.resources.cpus),
-            self.resources.memory_mib,
-            self.resources.disk_gib,
-            u64::from(self.resources.network_mbps),
-            self.bid.cost,
-            u64::from(self.location.region.is_some()),
-        ];
-        let texts = [
-            "socialweb.computer/agreement/v1",
-            self.rfp.as_str(),
-            &self.contract.namespace,
-            &self.contract.name,
-            &self.owner_did,
-            &self.location.country,
-            region,
-            &self.bid.bidder,
-            &self.bid.currency,
-        ];
-        for text in texts {
-            hasher.update((text.len() as u64).to_le_bytes());
-            hasher.update(text.as_bytes());
+    pub fn new(bidder: impl Into<String>, price: Price) -> Self {
+        Self {
+            bidder: bidder.into(),
+            price,
+            record: None,
         }
-        for number in numbers {
-            hasher.update(number.to_le_bytes());
-        }
-        format!("sha256:{}", hex::encode(hasher.finalize()))
     }
 }
 
-/// Proof that a bid was accepted: where the guest is and the content id of the
-/// agreement. It is the one market identifier that cannot be derived again,
-/// so the controller keeps it in status and in an annotation.
+/// Proof that a bid was accepted, naming the guest. It is the one market
+/// identifier that cannot be derived again, so the controller keeps it in
+/// status and in an annotation.
+///
+/// What `uri` and `cid` are, and how the market checks them, is the market's
+/// own: the local market's `cid` is the content id of its agreement
+/// ([`crate::local::Agreement`]); the atproto market's receipt is the
+/// bidder's `market.receipt` record, whose signature and binding to our
+/// accept it verifies.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Receipt {
-    /// Where the market serves the guest, e.g. `local://guests/<id>`.
+    /// Where the market serves the guest, e.g. `local://guests/<id>` or the
+    /// receipt record's `at://` URI.
     pub uri: String,
-    /// Content id of the [`Agreement`].
+    /// The content id the market checks the receipt by.
     pub cid: String,
-}
-
-impl Receipt {
-    /// Checks that this receipt's `cid` is the content id of `agreement`.
-    ///
-    /// # Errors
-    /// [`MarketError::InvalidReceipt`] when it is not.
-    pub fn verify(&self, agreement: &Agreement) -> Result<(), MarketError> {
-        if self.cid == agreement.content_id() {
-            Ok(())
-        } else {
-            Err(MarketError::InvalidReceipt {
-                uri: self.uri.clone(),
-                reason: "cid does not match the agreement".to_owned(),
-            })
-        }
-    }
 }
 
 /// What the provider reports about a guest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "camelCase")]
 pub enum GuestStatus {
-    /// The machine is being prepared.
+    /// The machine is being prepared. A market with no status query (the
+    /// atproto market) reports this from its receipt until the provider's
+    /// first event arrives: "accepted, not reported on the network yet".
     Booting,
     /// The machine runs but is not reachable yet.
     Started,
-    /// The machine is reachable at `address`.
+    /// The machine is on the network (the atproto market's `vm.onNetwork`).
     OnNetwork {
-        /// IP address of the guest.
-        address: String,
+        /// IP address of the guest, when the provider reports one (the
+        /// atproto market's providers usually do not).
+        address: Option<String>,
     },
-    /// The machine is reachable and reported its node identity.
+    /// The machine is on the network and reported its node identity.
     NodeRegistered {
-        /// IP address of the guest.
-        address: String,
+        /// IP address of the guest, when the provider reports one.
+        address: Option<String>,
         /// The node identity the guest reported.
         node_id: String,
     },
@@ -222,19 +186,22 @@ pub enum GuestStatus {
 }
 
 impl GuestStatus {
-    /// The guest's address once it is on the network.
+    /// The guest's address, once it is on the network and if the provider
+    /// reported one.
     #[must_use]
     pub fn address(&self) -> Option<&str> {
         match self {
-            Self::OnNetwork { address } | Self::NodeRegistered { address, .. } => Some(address),
+            Self::OnNetwork { address } | Self::NodeRegistered { address, .. } => {
+                address.as_deref()
+            }
             _ => None,
         }
     }
 
-    /// True once the guest is reachable (the contract is Deployed).
+    /// True once the guest is on the network (the contract is Deployed).
     #[must_use]
-    pub fn is_on_network(&self) -> bool {
-        self.address().is_some()
+    pub const fn is_on_network(&self) -> bool {
+        matches!(self, Self::OnNetwork { .. } | Self::NodeRegistered { .. })
     }
 
     /// True when the status will not change any more.
@@ -242,6 +209,20 @@ impl GuestStatus {
     pub fn is_final(&self) -> bool {
         matches!(self, Self::Terminated | Self::Failed { .. })
     }
+}
+
+/// What [`crate::Market::release`] could establish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReleaseOutcome {
+    /// The market confirmed the guest is stopped (the local market).
+    Confirmed,
+    /// The provider acknowledged the release request, and the protocol has
+    /// no way to confirm the machine stopped (the atproto market's
+    /// `vm.delete`, answered before teardown). A later
+    /// [`crate::Market::lookup`] reports the guest again if the market sees
+    /// it still running.
+    Acknowledged,
 }
 
 /// What the market knows about a live guest.
@@ -258,84 +239,37 @@ pub struct GuestInfo {
     pub owner_did: String,
     /// DID of the provider running the guest (the winning bidder).
     pub provider: String,
-    /// Cost in minor units of `currency` per hour.
-    pub cost: u64,
-    /// Currency code.
-    pub currency: String,
+    /// What the provider asks (the accepted bid's price).
+    pub price: Price,
     /// The guest's current status.
     pub status: GuestStatus,
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    fn agreement() -> Agreement {
-        Agreement {
-            rfp: RfpId::new("rfp-1"),
-            contract: ContractKey::new("ns", "c"),
-            owner_did: "did:owner".to_owned(),
-            resources: Resources {
-                cpus: 2,
-                memory_mib: 2048,
-                disk_gib: 20,
-                network_mbps: 100,
-            },
-            location: Location {
-                country: "DE".to_owned(),
-                region: None,
-            },
-            bid: Bid {
-                bidder: "did:bidder".to_owned(),
-                cost: 10,
-                currency: "EUR".to_owned(),
-            },
-        }
-    }
-
     #[test]
-    fn content_id_changes_with_every_term() {
-        let base = agreement();
-        let mut cheaper = base.clone();
-        cheaper.bid.cost = 9;
-        let mut empty_region = base.clone();
-        empty_region.location.region = Some(String::new());
-        let mut shifted = base.clone();
-        // Moving text between adjacent fields must change the hash.
-        shifted.contract = ContractKey::new("n", "sc");
-        let ids = [&base, &cheaper, &empty_region, &shifted].map(Agreement::content_id);
-        for (i, a) in ids.iter().enumerate() {
-            assert!(a.starts_with("sha256:"));
-            for b in &ids[i + 1..] {
-                assert_ne!(a, b);
-            }
-        }
-        assert_eq!(base.content_id(), agreement().content_id());
-    }
-
-    #[test]
-    fn receipt_verifies_only_its_own_agreement() {
-        let good = Receipt {
-            uri: "local://guests/x".to_owned(),
-            cid: agreement().content_id(),
-        };
-        good.verify(&agreement()).unwrap();
-        let mut other = agreement();
-        other.owner_did = "did:someone-else".to_owned();
-        let err = good.verify(&other).unwrap_err();
-        assert!(matches!(err, MarketError::InvalidReceipt { .. }));
-        assert!(!err.is_retryable());
-    }
-
-    #[test]
-    fn only_reachable_statuses_have_an_address() {
+    fn only_statuses_on_the_network_are_deployed_and_may_have_an_address() {
         let on = GuestStatus::OnNetwork {
-            address: "10.0.0.1".to_owned(),
+            address: Some("10.0.0.1".to_owned()),
         };
         assert_eq!(on.address(), Some("10.0.0.1"));
+        let without = GuestStatus::OnNetwork { address: None };
+        assert!(without.is_on_network());
+        assert_eq!(without.address(), None);
         assert!(!GuestStatus::Started.is_on_network());
         assert!(GuestStatus::Terminated.is_final());
         assert!(!on.is_final());
+    }
+
+    #[test]
+    fn a_bid_written_before_records_and_frequencies_reads_back() {
+        let bid: Bid = serde_json::from_str(r#"{"bidder":"did:a","cost":7,"currency":"EUR"}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bid, Bid::new("did:a", Price::hourly(7, "EUR")));
+        let json = serde_json::to_value(&bid).unwrap_or_default();
+        assert_eq!(json["cost"], 7);
+        assert!(json.get("record").is_none());
     }
 }

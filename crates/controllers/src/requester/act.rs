@@ -258,8 +258,8 @@ async fn perform(
             Err(error) => failed(operation, &error),
         },
         Command::Release(receipt) => match market.release(&to_market(&receipt)).await {
-            Ok(()) => {
-                info!(uri = %receipt.uri, "release sent");
+            Ok(outcome) => {
+                info!(uri = %receipt.uri, ?outcome, "release sent");
                 Observation::ReleaseSent
             }
             Err(error) => failed(operation, &error),

@@ -234,11 +234,10 @@ impl<'a> Draft<'a> {
             if let Some(winner) = &self.status.winner {
                 // Accepted before (or about to be): accepting again is idempotent
                 // and returns the receipt, also when the guest must go at once.
-                return Next::Call(Command::Accept(Bid {
-                    bidder: winner.bidder.clone(),
-                    cost: winner.cost,
-                    currency: winner.currency.clone(),
-                }));
+                return Next::Call(Command::Accept(Bid::new(
+                    winner.bidder.clone(),
+                    market::Price::hourly(winner.cost, winner.currency.clone()),
+                )));
             }
             if let Some(adopt) = &self.inputs.contract.spec.adopt {
                 return if phase == Phase::Failed && !self.spec_changed() {

@@ -22,10 +22,9 @@ fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
         contract: market::ContractKey::new("socialweb-system", "other"),
         owner_did: "did:web:another-tenant".to_owned(),
         provider: "did:web:p".to_owned(),
-        cost: 4,
-        currency: "EUR".to_owned(),
+        price: market::Price::hourly(4, "EUR"),
         status: GuestStatus::OnNetwork {
-            address: "10.1.1.1".to_owned(),
+            address: Some("10.1.1.1".to_owned()),
         },
     };
     let s = step(&c, &ready(), t0(), Observation::Adopted(info));
@@ -66,10 +65,9 @@ fn adopt_takes_over_the_named_guest_without_bidding() {
         contract: market::ContractKey::new("socialweb-system", "other"),
         owner_did: "did:web:tenant".to_owned(),
         provider: "did:web:p".to_owned(),
-        cost: 4,
-        currency: "EUR".to_owned(),
+        price: market::Price::hourly(4, "EUR"),
         status: GuestStatus::OnNetwork {
-            address: "10.1.1.1".to_owned(),
+            address: Some("10.1.1.1".to_owned()),
         },
     };
     let s = step(&c, &ready(), t0(), Observation::Adopted(info));

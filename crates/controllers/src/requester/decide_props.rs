@@ -45,7 +45,7 @@ impl Model {
         let status = match self.guest? {
             Guest::Booting => GuestStatus::Booting,
             Guest::OnNetwork => GuestStatus::OnNetwork {
-                address: "10.0.0.1".to_owned(),
+                address: Some("10.0.0.1".to_owned()),
             },
             Guest::Failed => GuestStatus::Failed {
                 reason: "boom".to_owned(),
@@ -59,8 +59,7 @@ impl Model {
             contract: market::ContractKey::new("socialweb-system", "nodes-a-node-b"),
             owner_did: "did:web:tenant".to_owned(),
             provider: bid.bidder,
-            cost: bid.cost,
-            currency: bid.currency,
+            price: bid.price,
             status,
         })
     }

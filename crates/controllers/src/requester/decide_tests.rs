@@ -108,7 +108,7 @@ fn a_booting_guest_is_polled_and_an_online_one_is_deployed() {
         &ready(),
         t0() + secs(9),
         Observation::Guest(GuestStatus::NodeRegistered {
-            address: "10.0.0.7".to_owned(),
+            address: Some("10.0.0.7".to_owned()),
             node_id: "guest-1".to_owned(),
         }),
     );
@@ -126,7 +126,7 @@ fn a_deployed_contract_converges_without_writes() {
         &ready(),
         t0() + secs(60),
         Observation::Guest(GuestStatus::OnNetwork {
-            address: "10.0.0.7".to_owned(),
+            address: Some("10.0.0.7".to_owned()),
         }),
     );
     assert_eq!(Some(&again.status), c.status.as_ref());
@@ -236,10 +236,9 @@ fn release_of_a_deployed_guest_is_sent_and_confirmed() {
         contract: market::ContractKey::new("socialweb-system", "nodes-a-node-b"),
         owner_did: "did:web:tenant".to_owned(),
         provider: "did:web:a".to_owned(),
-        cost: 9,
-        currency: "EUR".to_owned(),
+        price: market::Price::hourly(9, "EUR"),
         status: GuestStatus::OnNetwork {
-            address: "10.0.0.7".to_owned(),
+            address: Some("10.0.0.7".to_owned()),
         },
     };
     let s = step(

@@ -20,8 +20,8 @@ impl Draft<'_> {
                 self.receipt = Some(receipt);
                 self.status.winner = Some(winner_of(&bid));
                 let message = format!(
-                    "the bid of {} at {} {} per hour was accepted; its receipt is recorded",
-                    bid.bidder, bid.cost, bid.currency
+                    "the bid of {} at {} was accepted; its receipt is recorded",
+                    bid.bidder, bid.price
                 );
                 self.accepted(cond::BID_ACCEPTED, &message)
             }
@@ -101,10 +101,9 @@ impl Draft<'_> {
         self.status.next_attempt_at = None;
         if let Some(best) = cheapest(bids) {
             let message = format!(
-                "accepting the bid of {} at {} {} per hour (the lowest of {} bids)",
+                "accepting the bid of {} at {} (the lowest of {} bids)",
                 best.bidder,
-                best.cost,
-                best.currency,
+                best.price,
                 bids.len()
             );
             self.status.winner = Some(winner_of(best));
@@ -203,9 +202,9 @@ impl Draft<'_> {
                 } else {
                     timing.register_poll
                 };
-                let message = format!(
-                    "the guest of {provider} is on the network at {}",
-                    address.as_deref().unwrap_or_default()
+                let message = address.as_ref().map_or_else(
+                    || format!("the guest of {provider} is on the network"),
+                    |address| format!("the guest of {provider} is on the network at {address}"),
                 );
                 self.status.phase = Some(Phase::Deployed);
                 self.status.guest = Some(Guest {
@@ -418,16 +417,16 @@ impl Draft<'_> {
 fn winner_of(bid: &Bid) -> Winner {
     Winner {
         bidder: bid.bidder.clone(),
-        cost: bid.cost,
-        currency: bid.currency.clone(),
+        cost: bid.price.cost.truncated(),
+        currency: bid.price.currency.clone(),
     }
 }
 
 fn winner_of_info(info: &GuestInfo) -> Winner {
     Winner {
         bidder: info.provider.clone(),
-        cost: info.cost,
-        currency: info.currency.clone(),
+        cost: info.price.cost.truncated(),
+        currency: info.price.currency.clone(),
     }
 }
 

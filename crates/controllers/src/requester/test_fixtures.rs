@@ -95,11 +95,7 @@ pub fn market_receipt() -> market::Receipt {
 }
 
 pub fn bid(bidder: &str, cost: u64) -> Bid {
-    Bid {
-        bidder: bidder.to_owned(),
-        cost,
-        currency: "EUR".to_owned(),
-    }
+    Bid::new(bidder, market::Price::hourly(cost, "EUR"))
 }
 
 /// One decide at `now` with the default timing.
@@ -180,7 +176,7 @@ pub fn deployed() -> api::ComputeContract {
         &ready(),
         t0() + secs(6),
         Observation::Guest(GuestStatus::OnNetwork {
-            address: "10.0.0.7".to_owned(),
+            address: Some("10.0.0.7".to_owned()),
         }),
     );
     apply(&c, &s)

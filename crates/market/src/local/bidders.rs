@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{Bid, ContractKey, MarketError, Resources, RfpId};
+use crate::{Bid, ContractKey, MarketError, Price, Resources, RfpId};
 
 /// One simulated provider of the local market.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,13 +141,13 @@ pub(crate) fn offers(
         .iter()
         .filter(|b| b.fits(resources))
         .filter(|b| running(&b.did) < usize::try_from(b.capacity).unwrap_or(usize::MAX))
-        .map(|b| Bid {
-            bidder: b.did.clone(),
-            cost: b.cost,
-            currency: b.currency.clone(),
-        })
+        .map(|b| Bid::new(b.did.clone(), Price::hourly(b.cost, b.currency.clone())))
         .collect();
-    bids.sort_by(|a, b| a.cost.cmp(&b.cost).then_with(|| a.bidder.cmp(&b.bidder)));
+    bids.sort_by(|a, b| {
+        a.price
+            .cmp_per_hour(&b.price)
+            .then_with(|| a.bidder.cmp(&b.bidder))
+    });
     bids
 }
 

@@ -31,9 +31,11 @@
 //! - Bidders are not state: they come from the configuration and can be
 //!   replaced at run time with [`LocalMarket::set_bidders`].
 
+mod agreement;
 mod bidders;
 mod state;
 
+pub use agreement::Agreement;
 pub use bidders::{LocalBidder, LocalMarketConfig};
 
 use std::collections::BTreeMap;
@@ -44,8 +46,8 @@ use async_trait::async_trait;
 use tracing::{debug, info};
 
 use crate::{
-    Agreement, Bid, Clock, ContractKey, GuestInfo, GuestStatus, Market, MarketError, Operation,
-    Receipt, RequestForProposal, RfpId,
+    Bid, Clock, ContractKey, GuestInfo, GuestStatus, Market, MarketError, Operation, Price,
+    Receipt, ReleaseOutcome, RequestForProposal, RfpId,
 };
 use state::{GuestRecord, MarketState, RfpRecord, StateStore, duration_ms, unix_ms};
 
@@ -162,7 +164,7 @@ impl Inner {
         let Some((id, guest)) = self.state.guests.get_key_value(id) else {
             return Ok(None);
         };
-        receipt.verify(&guest.agreement)?;
+        guest.agreement.verify(receipt)?;
         Ok(Some((id, guest)))
     }
 }
@@ -364,11 +366,10 @@ impl LocalMarket {
             owner_did: request.owner_did.clone(),
             resources: request.resources,
             location: request.location.clone(),
-            bid: Bid {
-                bidder: bidder.did.clone(),
-                cost: bidder.cost,
-                currency: bidder.currency.clone(),
-            },
+            bid: Bid::new(
+                bidder.did.clone(),
+                Price::hourly(bidder.cost, bidder.currency.clone()),
+            ),
         };
         let receipt = Receipt {
             uri: format!("{RECEIPT_PREFIX}{}", bidders::guest_id(rfp)),
@@ -502,7 +503,7 @@ impl Market for LocalMarket {
                 bidder: bid.bidder.clone(),
             })?;
         let guest = self.rent(&request, rfp, &bidder, now_ms);
-        guest.receipt.verify(&guest.agreement)?;
+        guest.agreement.verify(&guest.receipt)?;
         let receipt = guest.receipt.clone();
         let guest_id = bidders::guest_id(rfp);
         let mut next = inner.state.clone();
@@ -527,7 +528,7 @@ impl Market for LocalMarket {
         }
     }
 
-    async fn release(&self, receipt: &Receipt) -> Result<(), MarketError> {
+    async fn release(&self, receipt: &Receipt) -> Result<ReleaseOutcome, MarketError> {
         let now_ms = self.now_ms();
         let mut inner = self.lock();
         *inner.release_calls.entry(receipt.uri.clone()).or_insert(0) += 1;
@@ -541,7 +542,7 @@ impl Market for LocalMarket {
             }
             GuestChange::AlreadyReleased => {}
         }
-        Ok(())
+        Ok(ReleaseOutcome::Confirmed)
     }
 
     async fn lookup(&self, receipt: &Receipt) -> Result<Option<GuestInfo>, MarketError> {

@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Agreement, GuestInfo, GuestStatus, MarketError, Receipt, RequestForProposal, RfpId};
+use super::Agreement;
+use crate::{GuestInfo, GuestStatus, MarketError, Receipt, RequestForProposal, RfpId};
 
 /// The state file's format version; bump it on an incompatible change.
 const STATE_VERSION: u32 = 1;
@@ -77,11 +78,11 @@ impl GuestRecord {
         }
         if self.node_lost || elapsed < self.boot_delay_ms.saturating_add(self.register_delay_ms) {
             GuestStatus::OnNetwork {
-                address: self.address.clone(),
+                address: Some(self.address.clone()),
             }
         } else {
             GuestStatus::NodeRegistered {
-                address: self.address.clone(),
+                address: Some(self.address.clone()),
                 node_id: self.node_id.clone(),
             }
         }
@@ -106,8 +107,7 @@ impl GuestRecord {
             contract: self.agreement.contract.clone(),
             owner_did: self.agreement.owner_did.clone(),
             provider: self.agreement.bid.bidder.clone(),
-            cost: self.agreement.bid.cost,
-            currency: self.agreement.bid.currency.clone(),
+            price: self.agreement.bid.price.clone(),
             status: self.status_at(now_ms),
         }
     }
@@ -213,7 +213,7 @@ fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::{Bid, ContractKey, Location, Resources};
+    use crate::{Bid, ContractKey, Location, Price, Resources};
 
     fn record(boot_delay_ms: u64, failure: Option<&str>) -> GuestRecord {
         let agreement = Agreement {
@@ -222,11 +222,7 @@ mod tests {
             owner_did: "did:owner".to_owned(),
             resources: Resources::default(),
             location: Location::default(),
-            bid: Bid {
-                bidder: "did:p".to_owned(),
-                cost: 1,
-                currency: "EUR".to_owned(),
-            },
+            bid: Bid::new("did:p", Price::hourly(1, "EUR")),
         };
         GuestRecord {
             receipt: Receipt {
