@@ -295,6 +295,7 @@ async fn a_contract_with_adopt_takes_over_a_running_guest_without_bidding() {
     });
     let mut adopted = api::ComputeContract::new("c1", spec);
     adopted.metadata.namespace = Some(NS.to_owned());
+    adopted.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
     env.contracts()
         .create(&kube::api::PostParams::default(), &adopted)
         .await
@@ -352,5 +353,48 @@ async fn a_requester_outside_the_contract_namespace_is_told_it_runs_nothing() {
     // It takes nothing from the Requester that runs the namespace.
     env.create_contract("c1", 3600).await;
     env.wait_phase("c1", Phase::Deployed).await;
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_contract_made_by_hand_without_the_release_finalizer_is_not_rented() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    let mut by_hand = api::ComputeContract::new("by-hand", contract_spec(3600));
+    by_hand.metadata.namespace = Some(NS.to_owned());
+    env.contracts()
+        .create(&kube::api::PostParams::default(), &by_hand)
+        .await
+        .unwrap();
+    let waiting = env
+        .wait_contract("by-hand", Duration::from_secs(5), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                api::find_condition(&s.conditions, "Ready")
+                    .is_some_and(|r| r.reason == "NoReleaseFinalizer")
+            })
+        })
+        .await;
+    assert_eq!(phase_of(&waiting), Some(Phase::Pending));
+    let message = waiting.status.unwrap().message.unwrap();
+    assert!(
+        message.contains(names::CONTRACT_RELEASE_FINALIZER),
+        "{message}"
+    );
+    assert_eq!(env.market.rfps_published(&key("by-hand")), 0);
+    // kubectl delete takes it at once, and no machine is left behind.
+    env.contracts()
+        .delete("by-hand", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_until("by-hand gone", Duration::from_secs(5), async || {
+        env.contracts().get_opt("by-hand").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(env.market.running_guests(), 0);
+    // One made with the finalizer is rented, ownerless or not.
+    env.create_contract("held", 3600).await;
+    env.wait_phase("held", Phase::Deployed).await;
     controller.abort();
 }

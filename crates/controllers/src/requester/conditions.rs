@@ -35,6 +35,8 @@ pub const READY: &str = "Ready";
 pub const NO_REQUESTER: &str = "NoRequester";
 /// Reason: `maxInFlight` contracts are already bidding or booting.
 pub const MAX_IN_FLIGHT: &str = "MaxInFlight";
+/// Reason: the contract lacks the release finalizer, so nothing is rented for it.
+pub const NO_RELEASE_FINALIZER: &str = "NoReleaseFinalizer";
 /// Reason: the request for proposal is out.
 pub const RFP_PUBLISHED: &str = "RfpPublished";
 /// Reason: the bid window closed without a bid.

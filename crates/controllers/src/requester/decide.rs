@@ -25,6 +25,10 @@
 //!   request like `spec.release`; [`Step::remove_finalizer`] is set only in a
 //!   step whose status says Released, so the object goes only once its guest
 //!   is gone or nothing was rented.
+//! - Nothing is rented for a contract without the release finalizer
+//!   ([`names::CONTRACT_RELEASE_FINALIZER`]): no publish, bid collection or
+//!   adoption until it has it, since deleting it would leave its guest with
+//!   nobody to release it. It stays Pending and its Ready condition says why.
 
 use std::time::Duration;
 
@@ -225,6 +229,9 @@ impl<'a> Draft<'a> {
                 );
                 return Next::Wait(None);
             }
+            if self.status.winner.is_none() && !self.has_release_finalizer() {
+                return self.unguarded();
+            }
             if let MarketView::Missing { reason } = self.inputs.market {
                 return self.no_requester(&reason.clone());
             }
@@ -314,6 +321,38 @@ impl<'a> Draft<'a> {
             self.message(message);
         }
         Next::Wait(Some(self.inputs.timing.slot_wait))
+    }
+
+    /// Whether the contract carries the release finalizer, which keeps it
+    /// until its guest is released however it is deleted.
+    fn has_release_finalizer(&self) -> bool {
+        self.inputs
+            .contract
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == names::CONTRACT_RELEASE_FINALIZER)
+    }
+
+    /// Waits, renting nothing, for the release finalizer.
+    fn unguarded(&mut self) -> Next {
+        self.ready_reason = Some(cond::NO_RELEASE_FINALIZER);
+        let message = format!(
+            "not rented: the contract lacks the finalizer {}, so deleting it would leave its \
+             machine with nobody to release it; add the finalizer, or let an Infra make the \
+             contract (the Infra controller puts it on every contract it writes)",
+            names::CONTRACT_RELEASE_FINALIZER
+        );
+        self.set(
+            cond::BIDDING,
+            api::ConditionStatus::False,
+            cond::NO_RELEASE_FINALIZER,
+            &message,
+        );
+        self.status.phase = Some(Phase::Pending);
+        self.message(message);
+        Next::Wait(None)
     }
 
     fn no_requester(&mut self, reason: &str) -> Next {

@@ -145,6 +145,11 @@ fn only_a_deleted_contract_with_the_finalizer_asks_for_its_removal() {
         Observation::Nothing,
     );
     assert!(!live.remove_finalizer, "not deleted");
-    let bare = step(&deleted(released), &ready(), t0(), Observation::Nothing);
+    let bare = step(
+        &deleted(bare(released)),
+        &ready(),
+        t0(),
+        Observation::Nothing,
+    );
     assert!(!bare.remove_finalizer, "nothing to remove");
 }

@@ -221,3 +221,43 @@ fn ttl_deletes_only_finished_ownerless_contracts_after_the_deadline() {
     );
     assert_eq!(verdict(&gone, t0() + secs(1000)), Ttl::Expired);
 }
+
+#[test]
+fn nothing_is_rented_for_a_contract_without_the_release_finalizer() {
+    let unguarded = bare(contract());
+    let s = step(&unguarded, &ready(), t0(), Observation::Nothing);
+    assert_eq!(
+        s.command, None,
+        "no RFP for a contract that could leak its machine"
+    );
+    assert_eq!(s.status.phase, Some(Phase::Pending));
+    let ready_condition = api::find_condition(&s.status.conditions, cond::READY).unwrap();
+    assert_eq!(ready_condition.reason, cond::NO_RELEASE_FINALIZER);
+    assert!(
+        s.status
+            .message
+            .as_deref()
+            .unwrap()
+            .contains(api::names::CONTRACT_RELEASE_FINALIZER)
+    );
+    // Nor is a running guest adopted.
+    let mut adopting = bare(contract());
+    adopting.spec.adopt = Some(receipt());
+    assert_eq!(
+        step(&adopting, &ready(), t0(), Observation::Nothing).command,
+        None
+    );
+    // With the finalizer it is rented; deleted without one, it goes at once.
+    assert_eq!(
+        step(
+            &held(unguarded.clone()),
+            &ready(),
+            t0(),
+            Observation::Nothing
+        )
+        .command,
+        Some(Command::Publish)
+    );
+    let gone = step(&deleted(unguarded), &ready(), t0(), Observation::Nothing);
+    assert_eq!(gone.status.phase, Some(Phase::Released));
+}

@@ -51,6 +51,8 @@ pub fn contract() -> ComputeContract {
     let mut c = ComputeContract::new("nodes-a-node-b", spec());
     c.metadata.namespace = Some("socialweb-system".to_owned());
     c.metadata.generation = Some(1);
+    // As the Infra controller writes every contract.
+    c.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
     c
 }
 
@@ -188,6 +190,12 @@ pub fn release(mut c: api::ComputeContract) -> api::ComputeContract {
 }
 
 /// The contract as the Infra controller creates it: with the release finalizer.
+/// The contract without any finalizer (made by hand, or from before the release finalizer).
+pub fn bare(mut c: api::ComputeContract) -> api::ComputeContract {
+    c.metadata.finalizers = None;
+    c
+}
+
 pub fn held(mut c: api::ComputeContract) -> api::ComputeContract {
     c.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
     c

@@ -98,10 +98,13 @@ impl Env {
             .unwrap();
     }
 
-    /// Creates a contract as the Infra controller would (ownerless here).
+    /// Creates a contract as the Infra controller would (ownerless here),
+    /// with the release finalizer.
     pub async fn create_contract(&self, name: &str, ttl: u32) {
         let mut contract = ComputeContract::new(name, contract_spec(ttl));
         contract.metadata.namespace = Some(NS.to_owned());
+        contract.metadata.finalizers =
+            Some(vec![api::names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
         let params = PostParams {
             field_manager: Some(TEST_INFRA.to_owned()),
             ..PostParams::default()
