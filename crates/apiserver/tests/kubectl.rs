@@ -465,7 +465,7 @@ async fn explain_shows_the_field_descriptions_of_the_crds() {
             assert!(out.contains("VERSION: v1alpha1"), "{out}");
             assert!(out.contains("FIELD: clusterName <string>"), "{out}");
             assert!(
-                out.contains("Name of the Cluster, in the claim's own namespace, that the node joins. Immutable: a node cannot move to another cluster."),
+                out.contains("Name of the Cluster, in the claim's own namespace, that the node joins (at most 63 characters, as a Cluster's name). Immutable: a node cannot move to another cluster."),
                 "{out}"
             );
         });

@@ -90,10 +90,11 @@ async fn client_side_apply_changes_and_removes_fields_through_its_last_applied_a
     let server = server_with_examples().await;
     let claim = |extra: &str| {
         format!(
-            "apiVersion: socialweb.computer/v1alpha1\nkind: NodeClaim\nmetadata:\n  name: staging-worker-1\n  namespace: tenant-a\nspec:\n  clusterName: staging\n  resources: {{cpus: 4, memory: 4096, disk: 40, network: 1000}}\n  location: {{country: DE}}\n{extra}"
+            "apiVersion: socialweb.computer/v1alpha1\nkind: NodeClaim\nmetadata:\n  name: staging-worker-1\n  namespace: tenant-a\nspec:\n  clusterName: staging\n  resources: {{cpus: 2, memory: 4096, disk: 40, network: 1000}}\n  location: {{country: DE}}\n{extra}"
         )
     };
-    // A changed field and a new one: "configured", and generation moves on.
+    // A new field: "configured", and generation moves on (resources are as the example
+    // has them: the CRD makes them immutable).
     let output = kubectl_stdin(
         &server,
         &["apply", "-f", "-"],
@@ -106,7 +107,7 @@ async fn client_side_apply_changes_and_removes_fields_through_its_last_applied_a
     );
     let claims = socialweb_api(&server.client(), "NodeClaim", "nodeclaims", "tenant-a");
     let stored = claims.get("staging-worker-1").await.unwrap();
-    assert_eq!(stored.data["spec"]["resources"]["cpus"], 4);
+    assert_eq!(stored.data["spec"]["resources"]["cpus"], 2);
     assert_eq!(stored.data["spec"]["ownerDid"], "did:web:team.example");
     assert_eq!(stored.metadata.generation, Some(2));
     // Dropping ownerDid from the manifest removes it (kubectl sends it as null in a merge patch).
