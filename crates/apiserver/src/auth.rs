@@ -18,7 +18,9 @@
 //!    which sends no Content-Type and needs no CORS preflight, cannot write.)
 //!
 //! The token holder is allowed everything (there is no authorization beyond it); its
-//! identity is [`USER_NAME`] in [`USER_GROUPS`], which the review APIs report.
+//! identity is [`USER_NAME`] in [`USER_GROUPS`], which the review APIs report. It cannot
+//! act as another user: `Impersonate-*` headers (`kubectl --as`) are 403, since the server
+//! could not say what that user may do.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -223,6 +225,17 @@ fn check(gate: &Gate, request: &Request) -> Result<(), ApiError> {
         Some(Some(token)) if gate.token.matches(token) => {}
         None if is_public(path) => {}
         _ => return Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+    }
+    // The token holder may do everything, but as nobody else: acting as another user
+    // (kubectl --as) cannot be authorized here, so it is refused rather than ignored.
+    if request
+        .headers()
+        .keys()
+        .any(|name| name.as_str().starts_with("impersonate-"))
+    {
+        return Err(ApiError::forbidden(
+            "impersonation is not supported: the embedded API server knows only its token holder",
+        ));
     }
     let has_body = request
         .headers()

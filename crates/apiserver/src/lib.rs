@@ -22,6 +22,7 @@ pub mod paths;
 pub mod private_fs;
 pub mod protobuf;
 pub mod registry;
+pub mod reviews;
 pub mod schema;
 pub mod selectors;
 pub mod semantics;

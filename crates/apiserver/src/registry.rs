@@ -54,6 +54,9 @@ pub struct Resource {
     /// CRD's spec last changed). As the real server's watch cache for a new CRD starts
     /// there, a watch from an older resourceVersion is 410 Expired.
     pub served_since: u64,
+    /// A review (SelfSubjectAccessReview, ...): only created, answered by
+    /// [`crate::reviews`], never stored.
+    pub review: bool,
 }
 
 impl Resource {
@@ -76,6 +79,9 @@ impl Resource {
     /// The verbs served.
     #[must_use]
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.review {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -151,8 +157,32 @@ impl Registry {
                 storage_version: b.version.into(),
                 typed: Some(b.typed),
                 served_since: 0,
+                review: false,
             };
             registry.insert(resource);
+        }
+        for r in crate::reviews::KINDS {
+            registry.insert(Resource {
+                group: r.group.into(),
+                version: r.version.into(),
+                plural: r.plural.into(),
+                singular: r.kind.to_lowercase(),
+                kind: r.kind.into(),
+                list_kind: format!("{}List", r.kind),
+                namespaced: r.namespaced,
+                short_names: Vec::new(),
+                categories: Vec::new(),
+                has_status: false,
+                schema: None,
+                printer_columns: None,
+                selectable_fields: Vec::new(),
+                storage: storage_key(r.group, r.plural),
+                custom: false,
+                storage_version: r.version.into(),
+                typed: Some(r.typed),
+                served_since: 0,
+                review: true,
+            });
         }
         registry
     }
@@ -435,6 +465,7 @@ pub fn resources_of_crd(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
             storage_version: (*storage_version).to_string(),
             typed: None,
             served_since: 0,
+            review: false,
         });
     }
     if !errors.is_empty() {

@@ -284,6 +284,19 @@ fn generate() -> String {
             let Some(json) = json_of.get(&normalized(&field.rust_name)) else {
                 continue;
             };
+            // Go's ExtraValue is a []string: a wrapper message in protobuf, an array in JSON.
+            if field.kind == "map:message"
+                && field
+                    .target
+                    .as_ref()
+                    .is_some_and(|(_, n)| n == "ExtraValue")
+            {
+                lines.push(format!(
+                    "            Field {{ tag: {}, json: {json:?}, kind: Kind::Map(MapValue::StringLists), repeated: false }},",
+                    field.tag
+                ));
+                continue;
+            }
             let target = field.target.as_ref().map(|(module, n)| {
                 let key = openapi_key(module, n);
                 by_lowercase
@@ -355,6 +368,7 @@ mod decoding {
     //! prost (the k8s-pb types) encodes; the server's decoder must read back what was set.
 
     use k8s_pb::api::apps::v1 as apps;
+    use k8s_pb::api::authorization::v1 as authz;
     use k8s_pb::api::coordination::v1 as coordination;
     use k8s_pb::api::core::v1 as core;
     use k8s_pb::api::policy::v1 as policy;
@@ -412,6 +426,40 @@ mod decoding {
             int_val: Some(0),
             str_val: Some(value.into()),
         })
+    }
+
+    #[test]
+    fn a_subject_access_review_with_extra_user_attributes() {
+        let review = authz::SubjectAccessReview {
+            metadata: Some(meta::ObjectMeta::default()),
+            spec: Some(authz::SubjectAccessReviewSpec {
+                resource_attributes: Some(authz::ResourceAttributes {
+                    namespace: Some("default".into()),
+                    verb: Some("get".into()),
+                    resource: Some("secrets".into()),
+                    ..Default::default()
+                }),
+                user: Some("alice".into()),
+                groups: vec!["dev".into()],
+                extra: [(
+                    "scopes".to_string(),
+                    authz::ExtraValue {
+                        items: vec!["a".into(), "b".into()],
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let json = decoded("authorization.k8s.io/v1", "SubjectAccessReview", &review);
+        assert_eq!(
+            json["spec"],
+            json!({
+                "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "secrets"},
+                "user": "alice", "groups": ["dev"], "extra": {"scopes": ["a", "b"]},
+            })
+        );
     }
 
     #[test]

@@ -380,6 +380,9 @@ pub fn lookup(app: &App, path: &ResourcePath) -> ApiResult<Arc<Resource>> {
 
 async fn resource(app: &Arc<App>, path: ResourcePath, req: Req) -> ApiResult<Response> {
     let res = lookup(app, &path)?;
+    if res.review {
+        return crate::reviews::serve(app, &res, &path, &req);
+    }
     let sub = path.subresource.as_deref();
     if let Some(s) = sub
         && (s != "status" || !res.has_status)

@@ -163,6 +163,7 @@ fn map_entry(entry: &[u8], kind: MapValue) -> Result<(String, Value), ProtobufEr
     let mut key = String::new();
     let mut value = match kind {
         MapValue::Message(name) => typed_message(name, &[])?,
+        MapValue::StringLists => Value::Array(Vec::new()),
         _ => Value::String(String::new()),
     };
     for field in Fields::new(entry) {
@@ -174,12 +175,25 @@ fn map_entry(entry: &[u8], kind: MapValue) -> Result<(String, Value), ProtobufEr
                     MapValue::String => Value::String(field.string()?),
                     MapValue::Bytes => single(Kind::Bytes, field)?,
                     MapValue::Message(name) => typed_message(name, field.bytes()?)?,
+                    MapValue::StringLists => string_list(field.bytes()?)?,
                 }
             }
             _ => {}
         }
     }
     Ok((key, value))
+}
+
+/// An `ExtraValue` message {1: repeated string} as its JSON array.
+fn string_list(message: &[u8]) -> Result<Value, ProtobufError> {
+    let mut items = Vec::new();
+    for field in Fields::new(message) {
+        let field = field?;
+        if field.number == 1 {
+            items.push(Value::String(field.string()?));
+        }
+    }
+    Ok(Value::Array(items))
 }
 
 /// A message's JSON form: the special Kubernetes types, else the table's.

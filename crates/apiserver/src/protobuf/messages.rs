@@ -9,6 +9,11 @@ pub static ROOTS: &[(&str, &str, &str)] = &[
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"),
     ("apps/v1", "Deployment", "io.k8s.api.apps.v1.Deployment"),
     ("apps/v1", "StatefulSet", "io.k8s.api.apps.v1.StatefulSet"),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", "io.k8s.api.authentication.v1.SelfSubjectReview"),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", "io.k8s.api.authorization.v1.LocalSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", "io.k8s.api.authorization.v1.SelfSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", "io.k8s.api.authorization.v1.SelfSubjectRulesReview"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", "io.k8s.api.authorization.v1.SubjectAccessReview"),
     ("coordination.k8s.io/v1", "Lease", "io.k8s.api.coordination.v1.Lease"),
     ("events.k8s.io/v1", "Event", "io.k8s.api.events.v1.Event"),
     ("policy/v1", "PodDisruptionBudget", "io.k8s.api.policy.v1.PodDisruptionBudget"),
@@ -162,6 +167,153 @@ pub static MESSAGES: &[Message] = &[
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false },
             Field { tag: 2, json: "rollingUpdate", kind: Kind::Message("io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.SelfSubjectReview",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false },
+            Field { tag: 2, json: "status", kind: Kind::Message("io.k8s.api.authentication.v1.SelfSubjectReviewStatus"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus",
+        fields: &[
+            Field { tag: 1, json: "userInfo", kind: Kind::Message("io.k8s.api.authentication.v1.UserInfo"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authentication.v1.UserInfo",
+        fields: &[
+            Field { tag: 1, json: "username", kind: Kind::String, repeated: false },
+            Field { tag: 2, json: "uid", kind: Kind::String, repeated: false },
+            Field { tag: 3, json: "groups", kind: Kind::String, repeated: true },
+            Field { tag: 4, json: "extra", kind: Kind::Map(MapValue::StringLists), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.FieldSelectorAttributes",
+        fields: &[
+            Field { tag: 1, json: "rawSelector", kind: Kind::String, repeated: false },
+            Field { tag: 2, json: "requirements", kind: Kind::Message("io.k8s.apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement"), repeated: true },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.LabelSelectorAttributes",
+        fields: &[
+            Field { tag: 1, json: "rawSelector", kind: Kind::String, repeated: false },
+            Field { tag: 2, json: "requirements", kind: Kind::Message("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement"), repeated: true },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.LocalSubjectAccessReview",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message("io.k8s.api.authorization.v1.SubjectAccessReviewSpec"), repeated: false },
+            Field { tag: 3, json: "status", kind: Kind::Message("io.k8s.api.authorization.v1.SubjectAccessReviewStatus"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.NonResourceAttributes",
+        fields: &[
+            Field { tag: 1, json: "path", kind: Kind::String, repeated: false },
+            Field { tag: 2, json: "verb", kind: Kind::String, repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.NonResourceRule",
+        fields: &[
+            Field { tag: 1, json: "verbs", kind: Kind::String, repeated: true },
+            Field { tag: 2, json: "nonResourceURLs", kind: Kind::String, repeated: true },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.ResourceAttributes",
+        fields: &[
+            Field { tag: 1, json: "namespace", kind: Kind::String, repeated: false },
+            Field { tag: 2, json: "verb", kind: Kind::String, repeated: false },
+            Field { tag: 3, json: "group", kind: Kind::String, repeated: false },
+            Field { tag: 4, json: "version", kind: Kind::String, repeated: false },
+            Field { tag: 5, json: "resource", kind: Kind::String, repeated: false },
+            Field { tag: 6, json: "subresource", kind: Kind::String, repeated: false },
+            Field { tag: 7, json: "name", kind: Kind::String, repeated: false },
+            Field { tag: 8, json: "fieldSelector", kind: Kind::Message("io.k8s.api.authorization.v1.FieldSelectorAttributes"), repeated: false },
+            Field { tag: 9, json: "labelSelector", kind: Kind::Message("io.k8s.api.authorization.v1.LabelSelectorAttributes"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.ResourceRule",
+        fields: &[
+            Field { tag: 1, json: "verbs", kind: Kind::String, repeated: true },
+            Field { tag: 2, json: "apiGroups", kind: Kind::String, repeated: true },
+            Field { tag: 3, json: "resources", kind: Kind::String, repeated: true },
+            Field { tag: 4, json: "resourceNames", kind: Kind::String, repeated: true },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message("io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec"), repeated: false },
+            Field { tag: 3, json: "status", kind: Kind::Message("io.k8s.api.authorization.v1.SubjectAccessReviewStatus"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec",
+        fields: &[
+            Field { tag: 1, json: "resourceAttributes", kind: Kind::Message("io.k8s.api.authorization.v1.ResourceAttributes"), repeated: false },
+            Field { tag: 2, json: "nonResourceAttributes", kind: Kind::Message("io.k8s.api.authorization.v1.NonResourceAttributes"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectRulesReview",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message("io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec"), repeated: false },
+            Field { tag: 3, json: "status", kind: Kind::Message("io.k8s.api.authorization.v1.SubjectRulesReviewStatus"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec",
+        fields: &[
+            Field { tag: 1, json: "namespace", kind: Kind::String, repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectAccessReview",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message("io.k8s.api.authorization.v1.SubjectAccessReviewSpec"), repeated: false },
+            Field { tag: 3, json: "status", kind: Kind::Message("io.k8s.api.authorization.v1.SubjectAccessReviewStatus"), repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectAccessReviewSpec",
+        fields: &[
+            Field { tag: 1, json: "resourceAttributes", kind: Kind::Message("io.k8s.api.authorization.v1.ResourceAttributes"), repeated: false },
+            Field { tag: 2, json: "nonResourceAttributes", kind: Kind::Message("io.k8s.api.authorization.v1.NonResourceAttributes"), repeated: false },
+            Field { tag: 3, json: "user", kind: Kind::String, repeated: false },
+            Field { tag: 4, json: "groups", kind: Kind::String, repeated: true },
+            Field { tag: 5, json: "extra", kind: Kind::Map(MapValue::StringLists), repeated: false },
+            Field { tag: 6, json: "uid", kind: Kind::String, repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectAccessReviewStatus",
+        fields: &[
+            Field { tag: 1, json: "allowed", kind: Kind::Bool, repeated: false },
+            Field { tag: 4, json: "denied", kind: Kind::Bool, repeated: false },
+            Field { tag: 2, json: "reason", kind: Kind::String, repeated: false },
+            Field { tag: 3, json: "evaluationError", kind: Kind::String, repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.api.authorization.v1.SubjectRulesReviewStatus",
+        fields: &[
+            Field { tag: 1, json: "resourceRules", kind: Kind::Message("io.k8s.api.authorization.v1.ResourceRule"), repeated: true },
+            Field { tag: 2, json: "nonResourceRules", kind: Kind::Message("io.k8s.api.authorization.v1.NonResourceRule"), repeated: true },
+            Field { tag: 3, json: "incomplete", kind: Kind::Bool, repeated: false },
+            Field { tag: 4, json: "evaluationError", kind: Kind::String, repeated: false },
         ],
     },
     Message {
@@ -1886,6 +2038,14 @@ pub static MESSAGES: &[Message] = &[
             Field { tag: 4, json: "propagationPolicy", kind: Kind::String, repeated: false },
             Field { tag: 5, json: "dryRun", kind: Kind::String, repeated: true },
             Field { tag: 6, json: "ignoreStoreReadErrorWithClusterBreakingPotential", kind: Kind::Bool, repeated: false },
+        ],
+    },
+    Message {
+        name: "io.k8s.apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement",
+        fields: &[
+            Field { tag: 1, json: "key", kind: Kind::String, repeated: false },
+            Field { tag: 2, json: "operator", kind: Kind::String, repeated: false },
+            Field { tag: 3, json: "values", kind: Kind::String, repeated: true },
         ],
     },
     Message {

@@ -55,6 +55,9 @@ pub enum MapValue {
     Bytes,
     /// Messages, by OpenAPI name.
     Message(&'static str),
+    /// Lists of strings: Go's `ExtraValue` (a `[]string`), in protobuf a message
+    /// {1: repeated string}, in JSON an array (`extra` of the review kinds' user info).
+    StringLists,
 }
 
 /// The table entry of a message, by OpenAPI name.

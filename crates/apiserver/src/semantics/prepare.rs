@@ -76,7 +76,10 @@ pub fn random_suffix() -> String {
 /// update.go): another group-version is 400 "the API version in the data ... does not match
 /// the expected API version"; another kind fails to decode into the endpoint's type, a 400
 /// from `transformDecodeError` (rest.go).
-fn check_type(res: &Resource, object: &Value) -> ApiResult<()> {
+///
+/// # Errors
+/// 400 as above.
+pub fn check_type(res: &Resource, object: &Value) -> ApiResult<()> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
     if !api_version.is_empty() {
