@@ -59,6 +59,9 @@ pub struct Options {
     /// How many writes the history keeps for tests (0: none). Each entry keeps that
     /// version of the object alive, so long-running servers leave it at 0.
     pub history_cap: usize,
+    /// How long an Event lives after its last write (zero: for ever); kube-apiserver's
+    /// `--event-ttl`, one hour by default.
+    pub event_ttl: Duration,
 }
 
 impl Default for Options {
@@ -71,6 +74,7 @@ impl Default for Options {
             compact_every: 10_000,
             request_log_cap: 0,
             history_cap: 0,
+            event_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -112,6 +116,7 @@ impl App {
                 None => Store::in_memory(options.event_window),
             };
         store.set_history_cap(options.history_cap);
+        store.set_event_ttl(options.event_ttl);
         let app = Arc::new(Self {
             store,
             registry: RwLock::new(Registry::with_builtins()),
@@ -131,7 +136,7 @@ impl App {
         let mut registry = self.registry.write();
         for crd in table.values() {
             if let Err(e) = registry.register_crd(&crd.value()) {
-                tracing::warn!(crd = %crd.name, error = ?e, "stored CRD could not be served");
+                tracing::warn!(crd = %crd.name(), error = ?e, "stored CRD could not be served");
             }
         }
     }
@@ -164,22 +169,17 @@ impl App {
             let value = change.object.value();
             let mut registry = self.registry.write();
             match change.change {
-                ChangeType::Deleted => registry.unregister_crd(&change.object.name),
+                ChangeType::Deleted => registry.unregister_crd(change.object.name()),
                 _ => {
                     if let Err(e) = registry.register_crd(&value) {
-                        tracing::warn!(crd = %change.object.name, error = ?e, "CRD could not be served");
+                        tracing::warn!(crd = %change.object.name(), error = ?e, "CRD could not be served");
                     }
                 }
             }
         }
-        let object = &change.object;
-        let relevant = change.change == ChangeType::Deleted
-            || object.deleting
-            || !object.owners.is_empty()
-            || change
-                .previous
-                .as_ref()
-                .is_some_and(|p| p.deleting || !p.owners.is_empty())
+        // The store recorded what the garbage collector must look at; namespaces and CRDs
+        // are looked at on every pass.
+        let relevant = self.store.has_gc_work()
             || &*change.storage == registry::NAMESPACE_STORAGE
             || &*change.storage == CRD_STORAGE;
         if relevant {

@@ -275,8 +275,8 @@ impl TestServer {
             .map(|c| HistoryEntry {
                 change: c.change,
                 resource: c.storage.to_string(),
-                namespace: c.object.namespace.clone(),
-                name: c.object.name.clone(),
+                namespace: c.object.namespace().to_owned(),
+                name: c.object.name().to_owned(),
                 resource_version: c.rv,
                 change_ref: c,
             })

@@ -74,7 +74,7 @@ pub async fn delete_one(
             StatusCode::OK,
             &json!({
                 "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": res.group, "kind": res.plural, "uid": stored.uid},
+                "details": {"name": name, "group": res.group, "kind": res.plural, "uid": stored.uid()},
             }),
         )),
     }

@@ -149,17 +149,17 @@ impl Filter {
     #[must_use]
     pub fn matches(&self, stored: &StoredObject) -> bool {
         if let Some(ns) = &self.namespace
-            && &stored.namespace != ns
+            && stored.namespace() != ns
         {
             return false;
         }
         if let Some(name) = &self.name
-            && &stored.name != name
+            && stored.name() != name
         {
             return false;
         }
         if let Some(labels) = &self.labels
-            && !labels.matches(&stored.labels)
+            && !labels.matches(stored.labels())
         {
             return false;
         }
@@ -170,8 +170,8 @@ impl Filter {
                 .any(|f| !matches!(*f, "metadata.name" | "metadata.namespace"))
                 .then(|| stored.value());
             return fields.matches(|field| match field {
-                "metadata.name" => Some(stored.name.clone()),
-                "metadata.namespace" => Some(stored.namespace.clone()),
+                "metadata.name" => Some(stored.name().to_owned()),
+                "metadata.namespace" => Some(stored.namespace().to_owned()),
                 other if self.events_v1 => parsed
                     .as_ref()
                     .and_then(|v| field_value(v, &crate::semantics::events::stored_field(other))),

@@ -80,7 +80,7 @@ pub fn table_with(
                 (Some(columns), _) => columns.cells(&value, now),
                 // Printers read the stored form (core/v1 for both kinds of Event).
                 (None, Some(printer)) => (printer.cells)(&stored.value(), now),
-                (None, None) => vec![json!(stored.name), age(&value, now)],
+                (None, None) => vec![json!(stored.name()), age(&value, now)],
             };
             let mut row = json!({"cells": cells});
             match include {

@@ -1,16 +1,23 @@
-//! WATCH: newline-delimited JSON events, flushed one by one, with bookmarks, selector
+//! WATCH: newline-delimited JSON events, flushed as they come, with bookmarks, selector
 //! transitions, initial events and the 410 ERROR event for a too-old resourceVersion.
+//!
+//! Fan-out cost: a change's line is rendered once per form and shared by every watcher
+//! that sends it ([`crate::store::lines`]), and lines that queue up for a slow connection
+//! go out in one write.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt as _;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
-use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::mpsc;
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::time::Instant;
 
 use super::Req;
 use super::params::{Render, render_of};
@@ -19,16 +26,31 @@ use crate::App;
 use crate::paths::ResourcePath;
 use crate::registry::Resource;
 use crate::status::{ApiError, ApiResult};
-use crate::store::{Change, ChangeType, StoredObject};
+use crate::store::lines::LineKey;
+use crate::store::{Change, ChangeType, Store, StoredObject};
+
+/// The most bytes of queued lines sent in one write.
+const BATCH_BYTES: usize = 64 * 1024;
+/// The room a chunk of live lines starts with.
+const LIVE_CHUNK_START: usize = 16 * 1024;
+
+/// How long a watch holds its next chunk after sending one, per line that chunk had (up
+/// to [`COALESCE_MAX`]): during a burst of writes the lines that come meanwhile go out
+/// together, so the fan-out costs one write per chunk instead of one per change, while a
+/// change after a quiet spell, or in a trickle (chunks of a line or two), goes out at
+/// once or within a fraction of a millisecond.
+const COALESCE_PER_LINE: Duration = Duration::from_micros(500);
+/// The longest a chunk is held.
+const COALESCE_MAX: Duration = Duration::from_millis(10);
 
 struct Watcher {
+    app: Arc<App>,
     /// Whether a Table event with column definitions went out (later ones omit them).
     table_headers_sent: std::cell::Cell<bool>,
     include_object: Option<String>,
     res: Arc<Resource>,
     filter: Filter,
     render: Render,
-    tx: mpsc::Sender<Bytes>,
 }
 
 impl Watcher {
@@ -72,9 +94,49 @@ impl Watcher {
         Bytes::from(format!("{event}\n"))
     }
 
+    /// Hands the line of a change to `take`: the line shared with every watcher that sends
+    /// the same one (Tables carry per-watcher column headers and are rendered for each).
+    fn with_shared_line<R>(
+        &self,
+        store: &Store,
+        kind: &'static str,
+        stored: &StoredObject,
+        take: impl FnOnce(&Bytes) -> R,
+    ) -> R {
+        let form = match self.render {
+            Render::Full => 0,
+            Render::Metadata => 1,
+            Render::Table => return take(&self.event_line(kind, stored)),
+        };
+        let key = LineKey {
+            event: kind,
+            form,
+            resource: &self.res,
+        };
+        store.with_watch_line(stored.rv, &key, || self.event_line(kind, stored), take)
+    }
+
     /// The line for a change, if this watcher sees it.
     fn change_line(&self, change: &Change) -> Option<Bytes> {
-        if change.storage != self.res.storage {
+        let kind = self.event_kind(change)?;
+        Some(self.with_shared_line(&self.app.store, kind, &change.object, Bytes::clone))
+    }
+
+    /// Appends the line for a change to `out`, if this watcher sees it; true if it did.
+    fn append_change_line(&self, change: &Change, out: &mut BytesMut) -> bool {
+        let Some(kind) = self.event_kind(change) else {
+            return false;
+        };
+        self.with_shared_line(&self.app.store, kind, &change.object, |line| {
+            out.extend_from_slice(line);
+        });
+        true
+    }
+
+    /// The event a change is for this watcher (a selector it starts or stops matching
+    /// makes it ADDED or DELETED), if any.
+    fn event_kind(&self, change: &Change) -> Option<&'static str> {
+        if !Arc::ptr_eq(&change.storage, &self.res.storage) && change.storage != self.res.storage {
             return None;
         }
         let now = self.filter.matches(&change.object);
@@ -83,12 +145,12 @@ impl Watcher {
             .as_ref()
             .is_some_and(|p| self.filter.matches(p));
         match change.change {
-            ChangeType::Added => now.then(|| self.event_line("ADDED", &change.object)),
-            ChangeType::Deleted => before.then(|| self.event_line("DELETED", &change.object)),
+            ChangeType::Added => now.then_some("ADDED"),
+            ChangeType::Deleted => before.then_some("DELETED"),
             ChangeType::Modified => match (before, now) {
-                (true, true) => Some(self.event_line("MODIFIED", &change.object)),
-                (false, true) => Some(self.event_line("ADDED", &change.object)),
-                (true, false) => Some(self.event_line("DELETED", &change.object)),
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
                 (false, false) => None,
             },
         }
@@ -100,13 +162,11 @@ fn expired_line(rv: &str) -> Bytes {
     Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
 }
 
-fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|line| (Ok::<Bytes, std::convert::Infallible>(line), rx))
-    });
-    let body = Body::from_stream(stream);
+fn stream_response<S>(chunks: S) -> Response
+where
+    S: futures::Stream<Item = Bytes> + Send + 'static,
+{
+    let body = Body::from_stream(chunks.map(Ok::<Bytes, std::convert::Infallible>));
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
     headers.insert(
@@ -118,6 +178,147 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
         HeaderValue::from_static("no-cache, private"),
     );
     response
+}
+
+/// A running watch: the body stream pulls its chunks from here, so a change travels from
+/// the store's fan-out to the socket without another task or queue in between.
+struct Stream {
+    watcher: Watcher,
+    /// Lines ready to go before `live` (the initial events or the replay; every line
+    /// under the `drop_watch_after_events` fault), each marked whether it is an event
+    /// (bookmarks do not count for the fault).
+    ready: VecDeque<(Bytes, bool)>,
+    /// Lines of live changes, copied straight from the shared line: the next chunk.
+    live_lines: BytesMut,
+    /// How many lines `live_lines` holds.
+    live_count: u32,
+    live: broadcast::Receiver<Change>,
+    last_rv: u64,
+    /// Events sent (for the `drop_watch_after_events` fault).
+    sent: u64,
+    drop_after_events: Option<u64>,
+    deadline: Instant,
+    drop_at: Option<Instant>,
+    bookmarks: bool,
+    ticker: tokio::time::Interval,
+    /// When the last chunk went out and how many lines it had.
+    last_chunk: Option<(Instant, u32)>,
+    shutdown: tokio_util::sync::CancellationToken,
+    /// The live feed ended (lagged, closed): send what is ready, then stop.
+    ending: bool,
+}
+
+impl Stream {
+    /// Queues the line of a change this watcher sees.
+    fn take_change(&mut self, change: &Change) {
+        self.last_rv = change.rv;
+        if self.drop_after_events.is_some() {
+            // The fault counts lines: keep them apart.
+            if let Some(line) = self.watcher.change_line(change) {
+                self.ready.push_back((line, true));
+            }
+        } else {
+            if self.live_lines.is_empty() {
+                // Room for a burst's chunk at once rather than growing line by line.
+                self.live_lines.reserve(LIVE_CHUNK_START);
+            }
+            if self
+                .watcher
+                .append_change_line(change, &mut self.live_lines)
+            {
+                self.live_count += 1;
+            }
+        }
+    }
+
+    /// Queues every change the fan-out already holds, up to a chunk's worth of lines.
+    fn drain_live(&mut self) {
+        while self.live_lines.len() < BATCH_BYTES && !self.ending {
+            match self.live.try_recv() {
+                Ok(change) => self.take_change(&change),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Lagged(_) | TryRecvError::Closed) => self.ending = true,
+            }
+        }
+    }
+
+    /// The next chunk: every ready line (up to [`BATCH_BYTES`]), so a connection that fell
+    /// behind catches up in one write. None ends the watch.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            if self.drop_after_events.is_some_and(|n| self.sent >= n) {
+                return None;
+            }
+            if !self.ready.is_empty() || !self.live_lines.is_empty() {
+                if let Some((at, lines)) = self.last_chunk
+                    && !self.ending
+                {
+                    let hold = (COALESCE_PER_LINE * lines).min(COALESCE_MAX);
+                    if at.elapsed() < hold {
+                        tokio::time::sleep_until(at + hold).await;
+                        self.drain_live();
+                    }
+                }
+                let (chunk, lines) = self.chunk();
+                self.last_chunk = Some((Instant::now(), lines));
+                return Some(chunk);
+            }
+            if self.ending {
+                return None;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(self.deadline) => return None,
+                () = async { match self.drop_at { Some(t) => tokio::time::sleep_until(t).await, None => futures::future::pending().await } } => return None,
+                () = self.shutdown.cancelled() => return None,
+                _ = self.ticker.tick() => {
+                    if self.bookmarks {
+                        return Some(self.watcher.bookmark_line(self.last_rv, false));
+                    }
+                }
+                received = self.live.recv() => match received {
+                    Ok(change) => {
+                        self.take_change(&change);
+                        self.drain_live();
+                    }
+                    // A watcher too slow for the fan-out is closed; the client resumes
+                    // from its last resourceVersion (or relists on 410).
+                    Err(RecvError::Lagged(_) | RecvError::Closed) => return None,
+                },
+            }
+        }
+    }
+
+    /// Joins ready lines into one chunk, stopping at the fault's event limit; then the
+    /// live lines. Also says how many lines it joined.
+    fn chunk(&mut self) -> (Bytes, u32) {
+        if self.ready.is_empty() {
+            let lines = std::mem::take(&mut self.live_count);
+            return (self.live_lines.split().freeze(), lines);
+        }
+        let room = self
+            .drop_after_events
+            .map_or(u64::MAX, |n| n.saturating_sub(self.sent));
+        let (mut lines, mut events, mut size) = (0, 0, 0);
+        for (line, event) in &self.ready {
+            if (*event && events >= room) || (lines > 0 && size + line.len() > BATCH_BYTES) {
+                break;
+            }
+            lines += 1;
+            events += u64::from(*event);
+            size += line.len();
+        }
+        self.sent += events;
+        let count = u32::try_from(lines).unwrap_or(u32::MAX);
+        if lines == 1 {
+            let line = self.ready.pop_front().map(|(line, _)| line);
+            return (line.unwrap_or_default(), count);
+        }
+        let mut chunk = BytesMut::with_capacity(size);
+        for (line, _) in self.ready.drain(..lines) {
+            chunk.extend_from_slice(&line);
+        }
+        (chunk.freeze(), count)
+    }
 }
 
 /// Serves a watch.
@@ -145,103 +346,62 @@ pub fn serve(
     }
     let requested = params.rv_number()?;
     let from = if send_initial { None } else { requested };
-    let (tx, rx) = mpsc::channel::<Bytes>(256);
     let watcher = Watcher {
+        app: app.clone(),
         table_headers_sent: std::cell::Cell::new(false),
         include_object: req.params.include_object.clone(),
         res: res.clone(),
         filter,
         render: render_of(&req.headers),
-        tx,
     };
     let subscription = match app.store.subscribe(&res.storage, from) {
         Ok(s) if !res.watch_too_old(from) => s,
         _ => {
             let line = expired_line(params.resource_version.as_deref().unwrap_or_default());
-            let tx = watcher.tx.clone();
-            tokio::spawn(async move {
-                let _ = tx.send(line).await;
-            });
-            return Ok(stream_response(rx));
+            return Ok(stream_response(futures::stream::iter([line])));
         }
     };
-    let timeout = Duration::from_secs(params.timeout_seconds.unwrap_or(1800).max(1));
+    let mut ready = VecDeque::new();
+    if from.is_none() {
+        for stored in subscription.snapshot.values() {
+            if watcher.filter.matches(stored) {
+                ready.push_back((watcher.event_line("ADDED", stored), true));
+            }
+        }
+    } else {
+        for change in &subscription.replay {
+            if let Some(line) = watcher.change_line(change) {
+                ready.push_back((line, true));
+            }
+        }
+    }
     let bookmarks = params.allow_bookmarks;
+    if send_initial && bookmarks {
+        ready.push_back((watcher.bookmark_line(subscription.rv, true), false));
+    }
+    let started = Instant::now();
+    let timeout = Duration::from_secs(params.timeout_seconds.unwrap_or(1800).max(1));
     let bookmark_every = app.options.bookmark_interval;
     let faults = app.faults.get();
-    let shutdown = app.shutdown.clone();
-    tokio::spawn(async move {
-        let watcher = watcher;
-        let mut sent: u64 = 0;
-        let mut last_rv = subscription.rv;
-        let started = tokio::time::Instant::now();
-        let mut initial = Vec::new();
-        if from.is_none() {
-            for stored in subscription.snapshot.values() {
-                if watcher.filter.matches(stored) {
-                    initial.push(watcher.event_line("ADDED", stored));
-                }
-            }
-        } else {
-            for change in &subscription.replay {
-                if let Some(line) = watcher.change_line(change) {
-                    initial.push(line);
-                }
-            }
-        }
-        for line in initial {
-            if watcher.tx.send(line).await.is_err() {
-                return;
-            }
-            sent += 1;
-            if faults.drop_watch_after_events.is_some_and(|n| sent >= n) {
-                return;
-            }
-        }
-        if send_initial
-            && bookmarks
-            && watcher
-                .tx
-                .send(watcher.bookmark_line(last_rv, true))
-                .await
-                .is_err()
-        {
-            return;
-        }
-        let mut live = subscription.live;
-        let deadline = started + timeout;
-        let drop_at = faults.drop_watch_after.map(|d| started + d);
-        let mut ticker = tokio::time::interval_at(started + bookmark_every, bookmark_every);
-        loop {
-            if faults.drop_watch_after_events.is_some_and(|n| sent >= n) {
-                return;
-            }
-            tokio::select! {
-                () = tokio::time::sleep_until(deadline) => return,
-                () = async { match drop_at { Some(t) => tokio::time::sleep_until(t).await, None => futures::future::pending().await } } => return,
-                _ = ticker.tick() => {
-                    if bookmarks && watcher.tx.send(watcher.bookmark_line(last_rv, false)).await.is_err() {
-                        return;
-                    }
-                }
-                received = live.recv() => match received {
-                    Ok(change) => {
-                        last_rv = change.rv;
-                        if let Some(line) = watcher.change_line(&change) {
-                            if watcher.tx.send(line).await.is_err() {
-                                return;
-                            }
-                            sent += 1;
-                        }
-                    }
-                    // A watcher too slow for the fan-out is closed; the client resumes
-                    // from its last resourceVersion (or relists on 410).
-                    Err(RecvError::Lagged(_) | RecvError::Closed) => return,
-                },
-                () = watcher.tx.closed() => return,
-                () = shutdown.cancelled() => return,
-            }
-        }
+    let stream = Stream {
+        watcher,
+        ready,
+        live_lines: BytesMut::new(),
+        live_count: 0,
+        live: subscription.live,
+        last_rv: subscription.rv,
+        sent: 0,
+        drop_after_events: faults.drop_watch_after_events,
+        deadline: started + timeout,
+        drop_at: faults.drop_watch_after.map(|d| started + d),
+        bookmarks,
+        ticker: tokio::time::interval_at(started + bookmark_every, bookmark_every),
+        shutdown: app.shutdown.clone(),
+        last_chunk: None,
+        ending: false,
+    };
+    let chunks = futures::stream::unfold(stream, |mut stream| async move {
+        stream.next_chunk().await.map(|chunk| (chunk, stream))
     });
-    Ok(stream_response(rx))
+    Ok(stream_response(chunks))
 }

@@ -327,7 +327,7 @@ pub async fn update(
         }
         if let Some(uid) = body["metadata"]["uid"]
             .as_str()
-            .filter(|u| !u.is_empty() && *u != current.uid)
+            .filter(|u| !u.is_empty() && *u != current.uid())
         {
             return Err(ApiError::conflict(
                 &res.group,
@@ -335,7 +335,7 @@ pub async fn update(
                 name,
                 &format!(
                     "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    current.uid
+                    current.uid()
                 ),
             ));
         }

@@ -85,9 +85,9 @@ pub async fn delete(
     let mut removed = false;
     let stored = mutate(app, res, key, options.dry_run, |current| {
         if let Some(uid) = &options.uid
-            && uid != &current.uid {
+            && uid != current.uid() {
                 return Err(ApiError::conflict(&res.group, &res.plural, &key.1, &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}", current.uid
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}", current.uid()
                 )));
             }
         if let Some(rv) = &options.resource_version
@@ -97,7 +97,7 @@ pub async fn delete(
                 )));
             }
         let mut value = current.value();
-        let mut finalizers = current.finalizers.clone();
+        let mut finalizers = current.finalizers().to_vec();
         let policy_finalizer = match options.propagation {
             Some(Propagation::Foreground) => Some("foregroundDeletion"),
             Some(Propagation::Orphan) => Some("orphan"),
@@ -112,7 +112,7 @@ pub async fn delete(
             removed = true;
             return Ok(Outcome::Remove);
         }
-        if current.deleting && finalizers == current.finalizers {
+        if current.deleting && finalizers == current.finalizers() {
             removed = false;
             return Ok(Outcome::Unchanged);
         }

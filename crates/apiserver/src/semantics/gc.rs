@@ -1,27 +1,31 @@
 //! Background controllers, asynchronous as on a real cluster:
 //! - the garbage collector: dependents whose owners (by uid, same namespace) are all gone
 //!   are deleted; `orphan` owners release their dependents; `foregroundDeletion` owners
-//!   wait until no dependent with `blockOwnerDeletion` remains;
+//!   wait until no dependent with `blockOwnerDeletion` remains. It works from what the
+//!   writes recorded ([`crate::store::gc_index`]), never by scanning the store, and leaves
+//!   Events alone (as kube-controller-manager's collector ignores them);
+//! - the Event TTL: an Event not written for [`crate::Options::event_ttl`] is deleted (a
+//!   DELETED watch event with a new resourceVersion), as etcd's lease expires it behind
+//!   kube-apiserver's `--event-ttl`;
 //! - the namespace controller: a terminating namespace's objects are deleted, then its
 //!   `kubernetes` finalizer is removed and the namespace goes;
 //! - the CRD cleanup: a deleted CRD's custom resources are deleted before the CRD goes.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use crate::App;
 use crate::handlers::write::{Outcome, mutate};
-use crate::registry::{CRD_STORAGE, Resource, StorageKey};
+use crate::registry::{CRD_STORAGE, NAMESPACE_STORAGE, Resource, StorageKey};
 use crate::semantics::delete::{DeleteOptions, Propagation, delete};
-use crate::store::{ObjKey, StoredObject};
+use crate::store::gc_index::{FOREGROUND, ORPHAN};
+use crate::store::{EVENTS_STORAGE, Expect, GcWork, Location, ObjKey, Op, StoredObject};
 
 /// The finalizer of CRDs whose instances must go first.
 pub const CRD_CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
-const FOREGROUND: &str = "foregroundDeletion";
-const ORPHAN: &str = "orphan";
 
 /// Runs the controllers until the server stops.
 pub async fn run(app: Arc<App>) {
@@ -37,6 +41,14 @@ pub async fn run(app: Arc<App>) {
     }
 }
 
+/// One pass of every background controller.
+pub async fn pass(app: &Arc<App>) {
+    collect_garbage(app).await;
+    expire_events(app, Instant::now());
+    namespaces(app).await;
+    crd_cleanup(app).await;
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum OwnerState {
     Absent,
@@ -44,23 +56,19 @@ enum OwnerState {
     Foreground,
 }
 
-struct Entry<'a> {
-    object: &'a Arc<StoredObject>,
-    namespaced: bool,
-}
-
 fn resource(app: &App, storage: &str) -> Option<Arc<Resource>> {
     app.registry.read().by_storage(storage)
 }
 
 /// Removes `finalizer` (and, with `drop_owner`, ownerReferences to that uid) from an object.
+/// False when it failed and must be tried again.
 async fn edit(
     app: &Arc<App>,
     res: &Resource,
     key: &ObjKey,
     finalizer: Option<&str>,
     drop_owner: Option<&str>,
-) {
+) -> bool {
     let result = mutate(app, res, key, false, |current| {
         let mut value = current.value();
         let mut changed = false;
@@ -103,126 +111,193 @@ async fn edit(
         Ok(Outcome::Store(value))
     })
     .await;
-    if let Err(e) = result
-        && e.code != 404
-    {
-        tracing::debug!(name = %key.1, error = %e, "garbage collector edit failed; retrying later");
+    match result {
+        Err(e) if e.code != 404 => {
+            tracing::debug!(name = %key.1, error = %e, "garbage collector edit failed; retrying later");
+            false
+        }
+        _ => true,
     }
 }
 
-async fn remove(app: &Arc<App>, res: &Resource, key: &ObjKey, propagation: Propagation) {
+/// Deletes an object; false when it failed and must be tried again.
+async fn remove(app: &Arc<App>, res: &Resource, key: &ObjKey, propagation: Propagation) -> bool {
     let options = DeleteOptions {
         propagation: Some(propagation),
         ..DeleteOptions::default()
     };
-    if let Err(e) = delete(app, res, key, &options).await
-        && e.code != 404
-    {
-        tracing::debug!(name = %key.1, error = %e, "garbage collector delete failed; retrying later");
+    match delete(app, res, key, &options).await {
+        Err(e) if e.code != 404 => {
+            tracing::debug!(name = %key.1, error = %e, "garbage collector delete failed; retrying later");
+            false
+        }
+        _ => true,
     }
 }
 
-async fn pass(app: &Arc<App>) {
-    let (_, tables) = app.store.all_tables();
-    let mut by_uid: HashMap<&str, Entry<'_>> = HashMap::new();
-    for (storage, table) in &tables {
-        let namespaced = resource(app, storage).is_none_or(|r| r.namespaced);
-        for object in table.values() {
-            by_uid.insert(object.uid.as_str(), Entry { object, namespaced });
+/// Works off what the writes since the last pass recorded.
+async fn collect_garbage(app: &Arc<App>) {
+    for work in app.store.take_gc_work() {
+        let done = match &work {
+            GcWork::Dependent(location) => collect_dependent(app, location).await,
+            GcWork::Owner(location) => release_owner(app, location).await,
+        };
+        if !done {
+            app.store.requeue_gc_work(work);
         }
     }
-    let owner_state = |dependent: &StoredObject, uid: &str| -> OwnerState {
-        match by_uid.get(uid) {
-            None => OwnerState::Absent,
-            Some(owner) if owner.namespaced && owner.object.namespace != dependent.namespace => {
-                OwnerState::Absent
-            }
-            Some(owner)
-                if owner.object.deleting
-                    && owner.object.finalizers.iter().any(|f| f == FOREGROUND) =>
-            {
+}
+
+/// The state of the owner an ownerReference names, looked up as kube-controller-manager
+/// does: by the reference's group, kind and name (in the dependent's namespace when the
+/// kind is namespaced), then compared by uid.
+fn owner_state(app: &App, dependent: &StoredObject, reference: &Value) -> OwnerState {
+    let api_version = reference["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let kind = reference["kind"].as_str().unwrap_or_default();
+    let owner_resource = app
+        .registry
+        .read()
+        .all()
+        .find(|r| r.group == group && r.kind == kind)
+        .cloned();
+    let Some(owner_resource) = owner_resource else {
+        // As upstream: an owner whose kind is not served cannot be verified, and an
+        // unverified owner never has its dependents deleted.
+        return OwnerState::Present;
+    };
+    if owner_resource.namespaced && dependent.namespace().is_empty() {
+        // A cluster-scoped object cannot be owned by a namespaced one.
+        return OwnerState::Absent;
+    }
+    let namespace = if owner_resource.namespaced {
+        dependent.namespace()
+    } else {
+        ""
+    };
+    let name = reference["name"].as_str().unwrap_or_default();
+    let key = (namespace.to_owned(), name.to_owned());
+    match app.store.get(&owner_resource.storage, &key) {
+        Some(owner) if owner.uid() == reference["uid"].as_str().unwrap_or_default() => {
+            if owner.deleting && owner.has_finalizer(FOREGROUND) {
                 OwnerState::Foreground
-            }
-            Some(_) => OwnerState::Present,
-        }
-    };
-    // Dependents of owners that are gone, or going in the foreground.
-    for (storage, table) in &tables {
-        for object in table.values() {
-            if object.owners.is_empty() || object.deleting {
-                continue;
-            }
-            let states: Vec<OwnerState> = object
-                .owners
-                .iter()
-                .map(|o| owner_state(object, &o.uid))
-                .collect();
-            let propagation = if states.iter().all(|s| *s == OwnerState::Absent) {
-                Some(Propagation::Background)
-            } else if states.iter().all(|s| *s != OwnerState::Present) {
-                Some(Propagation::Foreground)
             } else {
-                None
-            };
-            if let (Some(propagation), Some(res)) = (propagation, resource(app, storage)) {
-                remove(app, &res, &object.key(), propagation).await;
+                OwnerState::Present
             }
         }
+        _ => OwnerState::Absent,
     }
-    // Owners being deleted with orphan or foregroundDeletion finalizers.
-    for (storage, table) in &tables {
-        for owner in table.values().filter(|o| o.deleting) {
-            let Some(res) = resource(app, storage) else {
-                continue;
-            };
-            let dependents: Vec<(&StorageKey, &Arc<StoredObject>, bool)> = tables
-                .iter()
-                .flat_map(|(s, t)| t.values().map(move |o| (s, o)))
-                .filter_map(|(s, o)| {
-                    o.owners
-                        .iter()
-                        .find(|r| r.uid == owner.uid)
-                        .map(|r| (s, o, r.block))
-                })
-                .collect();
-            if owner.finalizers.iter().any(|f| f == ORPHAN) {
-                for (dep_storage, dependent, _) in &dependents {
-                    if let Some(dep_res) = resource(app, dep_storage) {
-                        edit(app, &dep_res, &dependent.key(), None, Some(&owner.uid)).await;
-                    }
-                }
-                edit(app, &res, &owner.key(), Some(ORPHAN), None).await;
-            } else if owner.finalizers.iter().any(|f| f == FOREGROUND)
-                && !dependents.iter().any(|(_, _, block)| *block)
-            {
-                edit(app, &res, &owner.key(), Some(FOREGROUND), None).await;
-            }
-        }
-    }
-    namespaces(app, &tables).await;
-    crd_cleanup(app, &tables).await;
 }
 
-async fn namespaces(app: &Arc<App>, tables: &[(StorageKey, crate::store::Table)]) {
-    let Some(ns_res) = resource(app, "/namespaces") else {
+/// Deletes a dependent whose owners are all gone (in the background) or all gone or going
+/// in the foreground (in the foreground).
+async fn collect_dependent(app: &Arc<App>, (storage, key): &Location) -> bool {
+    let Some(dependent) = app.store.get(storage, key) else {
+        return true;
+    };
+    if dependent.deleting || dependent.owners().is_empty() {
+        return true;
+    }
+    let value = dependent.value();
+    let Some(references) = value["metadata"]["ownerReferences"].as_array() else {
+        return true;
+    };
+    let states: Vec<OwnerState> = references
+        .iter()
+        .map(|r| owner_state(app, &dependent, r))
+        .collect();
+    let propagation = if states.iter().all(|s| *s == OwnerState::Absent) {
+        Propagation::Background
+    } else if states.iter().all(|s| *s != OwnerState::Present) {
+        Propagation::Foreground
+    } else {
+        return true;
+    };
+    match resource(app, storage) {
+        Some(res) => remove(app, &res, key, propagation).await,
+        None => true,
+    }
+}
+
+/// An owner deleted with `orphan` lets go of its dependents and then goes; one deleted
+/// with `foregroundDeletion` goes once no dependent blocks it. Owners with neither are no
+/// work (and their dependents are never looked up).
+async fn release_owner(app: &Arc<App>, (storage, key): &Location) -> bool {
+    let Some(owner) = app.store.get(storage, key) else {
+        return true;
+    };
+    let orphan = owner.has_finalizer(ORPHAN);
+    if !owner.deleting || !(orphan || owner.has_finalizer(FOREGROUND)) {
+        return true;
+    }
+    let Some(res) = resource(app, storage) else {
+        return true;
+    };
+    let dependents = app.store.dependents_of(owner.uid());
+    if orphan {
+        let mut done = true;
+        for (dep_storage, dep_key) in &dependents {
+            if let Some(dep_res) = resource(app, dep_storage) {
+                done &= edit(app, &dep_res, dep_key, None, Some(owner.uid())).await;
+            }
+        }
+        return done && edit(app, &res, key, Some(ORPHAN), None).await;
+    }
+    let blocked = dependents.iter().any(|(dep_storage, dep_key)| {
+        app.store.get(dep_storage, dep_key).is_some_and(|d| {
+            d.owners()
+                .iter()
+                .any(|link| link.uid == owner.uid() && link.block)
+        })
+    });
+    blocked || edit(app, &res, key, Some(FOREGROUND), None).await
+}
+
+/// Deletes the Events whose TTL ran out, as etcd drops an expired lease's keys: no
+/// finalizer holds them, and watchers see DELETED.
+fn expire_events(app: &Arc<App>, now: Instant) {
+    let expired = app.store.expired_events(now);
+    if expired.is_empty() {
+        return;
+    }
+    let storage: StorageKey = Arc::from(EVENTS_STORAGE);
+    for (key, rv) in expired {
+        // A write since the expiry was computed wins: the delete is then a Stale no-op.
+        if let Ok(written) = app
+            .store
+            .write(&storage, &key, Op::Delete(None), Expect::Rv(rv))
+        {
+            // The delete need not wait for the disk: an Event lost in a crash would expire
+            // again after the restart.
+            app.after_write(&written.change);
+        }
+    }
+}
+
+async fn namespaces(app: &Arc<App>) {
+    let Some(ns_res) = resource(app, NAMESPACE_STORAGE) else {
         return;
     };
-    let Some((_, ns_table)) = tables.iter().find(|(s, _)| &**s == "/namespaces") else {
+    let (_, ns_table) = app.store.snapshot(&ns_res.storage);
+    let terminating: Vec<Arc<StoredObject>> =
+        ns_table.values().filter(|n| n.deleting).cloned().collect();
+    if terminating.is_empty() {
         return;
-    };
-    for namespace in ns_table.values().filter(|n| n.deleting) {
+    }
+    let (_, tables) = app.store.all_tables();
+    for namespace in terminating {
         let mut remaining = 0usize;
-        for (storage, table) in tables {
+        for (storage, table) in &tables {
             let Some(res) = resource(app, storage) else {
                 continue;
             };
             if !res.namespaced {
                 continue;
             }
-            let start = (namespace.name.clone(), String::new());
+            let start = (namespace.name().to_owned(), String::new());
             for (key, object) in table
                 .range(start..)
-                .take_while(|(k, _)| k.0 == namespace.name)
+                .take_while(|(k, _)| k.0 == namespace.name())
             {
                 remaining += 1;
                 if !object.deleting {
@@ -266,22 +341,20 @@ async fn namespaces(app: &Arc<App>, tables: &[(StorageKey, crate::store::Table)]
             })
             .await;
             if let Err(e) = result {
-                tracing::debug!(namespace = %namespace.name, error = %e, "namespace finalization failed; retrying later");
+                tracing::debug!(namespace = %namespace.name(), error = %e, "namespace finalization failed; retrying later");
             }
         }
     }
 }
 
-async fn crd_cleanup(app: &Arc<App>, tables: &[(StorageKey, crate::store::Table)]) {
+async fn crd_cleanup(app: &Arc<App>) {
     let Some(crd_res) = resource(app, CRD_STORAGE) else {
         return;
     };
-    let Some((_, crds)) = tables.iter().find(|(s, _)| &**s == CRD_STORAGE) else {
-        return;
-    };
+    let (_, crds) = app.store.snapshot(&crd_res.storage);
     for crd in crds
         .values()
-        .filter(|c| c.deleting && c.finalizers.iter().any(|f| f == CRD_CLEANUP_FINALIZER))
+        .filter(|c| c.deleting && c.has_finalizer(CRD_CLEANUP_FINALIZER))
     {
         let value = crd.value();
         let group = value["spec"]["group"].as_str().unwrap_or_default();
@@ -289,11 +362,7 @@ async fn crd_cleanup(app: &Arc<App>, tables: &[(StorageKey, crate::store::Table)
             .as_str()
             .unwrap_or_default();
         let storage = crate::registry::storage_key(group, plural);
-        let instances = tables
-            .iter()
-            .find(|(s, _)| *s == storage)
-            .map(|(_, t)| t.clone())
-            .unwrap_or_default();
+        let (_, instances) = app.store.snapshot(&storage);
         if instances.is_empty() {
             edit(app, &crd_res, &crd.key(), Some(CRD_CLEANUP_FINALIZER), None).await;
             continue;
@@ -307,3 +376,6 @@ async fn crd_cleanup(app: &Arc<App>, tables: &[(StorageKey, crate::store::Table)
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

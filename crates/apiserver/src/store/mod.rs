@@ -1,19 +1,28 @@
 //! The object store: one global resourceVersion counter, persistent (structurally shared)
 //! maps per resource so list pages read one consistent snapshot, a bounded window of
 //! change events to resume watches, and a fan-out of changes that never blocks writers.
+//!
+//! Every write also keeps, under the same lock, what the background controllers need so
+//! they never scan the store: the garbage collector's index and work ([`gc_index`]) and
+//! the Events' expiry queue (the Event TTL, as kube-apiserver's `--event-ttl`).
 
+pub mod gc_index;
+pub mod lines;
 pub mod object;
 pub mod wal;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use imbl::OrdMap;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
+use tokio::time::Instant;
 
+pub use gc_index::{EVENTS_STORAGE, GcWork, Location};
 pub use object::{ObjKey, StoredObject};
 
 use crate::registry::StorageKey;
@@ -94,7 +103,7 @@ pub enum WriteError {
 #[derive(Debug)]
 pub struct Written {
     /// The change.
-    pub change: Arc<Change>,
+    pub change: Change,
     /// Resolves when the write is on disk (None without a data dir).
     pub durable: Option<oneshot::Receiver<()>>,
 }
@@ -115,9 +124,9 @@ pub struct TooOld;
 /// A started watch: the events to replay, then the live receiver.
 pub struct Subscription {
     /// Changes after the requested rv that are still in the window (all resources).
-    pub replay: Vec<Arc<Change>>,
+    pub replay: Vec<Change>,
     /// Live changes (all resources).
-    pub live: broadcast::Receiver<Arc<Change>>,
+    pub live: broadcast::Receiver<Change>,
     /// The rv at subscription time.
     pub rv: u64,
     /// The resource's objects at subscription time (for initial events).
@@ -127,7 +136,9 @@ pub struct Subscription {
 struct State {
     rv: u64,
     tables: HashMap<StorageKey, Table>,
-    window: VecDeque<Arc<Change>>,
+    /// Kept by value: a change is three pointers and a number, and a separate allocation
+    /// per write would cost more than the change itself.
+    window: VecDeque<Change>,
     window_cap: usize,
     /// A watch may resume from any rv >= this (all later events are in the window).
     oldest_resumable: u64,
@@ -135,14 +146,21 @@ struct State {
     history: Vec<Arc<Change>>,
     history_cap: usize,
     writes_since_snapshot: u64,
+    gc: gc_index::GcIndex,
+    /// How long an Event lives after its last write (None: for ever).
+    event_ttl: Option<Duration>,
+    /// Events by expiry, oldest first: (deadline, key, the resourceVersion of that write).
+    /// A later write of the same Event adds its own entry; the older one is then stale.
+    event_expiry: VecDeque<(Instant, ObjKey, u64)>,
 }
 
 /// The store.
 pub struct Store {
     state: Mutex<State>,
-    tx: broadcast::Sender<Arc<Change>>,
+    tx: broadcast::Sender<Change>,
     wal: Option<wal::Wal>,
     compact_every: u64,
+    lines: lines::LineCache,
 }
 
 const SNAPSHOTS_KEPT: usize = 64;
@@ -177,6 +195,14 @@ impl Store {
         compact_every: u64,
     ) -> Self {
         let (tx, _) = broadcast::channel(4096);
+        // Recovered objects: the collector looks at all of them once (an owner may have
+        // gone while the server was down).
+        let mut gc = gc_index::GcIndex::default();
+        for (storage, table) in &tables {
+            for (key, object) in table {
+                gc.record(storage, key, None, Some(object));
+            }
+        }
         Self {
             state: Mutex::new(State {
                 rv,
@@ -188,11 +214,99 @@ impl Store {
                 history: Vec::new(),
                 history_cap: 0,
                 writes_since_snapshot: 0,
+                gc,
+                event_ttl: None,
+                event_expiry: VecDeque::new(),
             }),
             tx,
             wal,
             compact_every: compact_every.max(1),
+            lines: lines::LineCache::default(),
         }
+    }
+
+    /// Events expire `ttl` after their last write (zero: never), as kube-apiserver's
+    /// `--event-ttl`. Events already stored (recovered from disk) get a full `ttl` from now.
+    pub fn set_event_ttl(&self, ttl: Duration) {
+        let mut state = self.state.lock();
+        state.event_ttl = (!ttl.is_zero()).then_some(ttl);
+        state.event_expiry.clear();
+        if let Some(ttl) = state.event_ttl {
+            let deadline = Instant::now() + ttl;
+            let expiry: VecDeque<_> = state
+                .tables
+                .get(EVENTS_STORAGE)
+                .map(|events| {
+                    events
+                        .iter()
+                        .map(|(key, event)| (deadline, key.clone(), event.rv))
+                        .collect()
+                })
+                .unwrap_or_default();
+            state.event_expiry = expiry;
+        }
+    }
+
+    /// The Events whose TTL ran out by `now` and that were not written since: their keys
+    /// and the resourceVersions to delete them at (a write in between makes the delete a
+    /// harmless conflict).
+    #[must_use]
+    pub fn expired_events(&self, now: Instant) -> Vec<(ObjKey, u64)> {
+        let mut state = self.state.lock();
+        let mut expired = Vec::new();
+        while state
+            .event_expiry
+            .front()
+            .is_some_and(|(deadline, _, _)| *deadline <= now)
+        {
+            let Some((_, key, rv)) = state.event_expiry.pop_front() else {
+                break;
+            };
+            let current = state
+                .tables
+                .get(EVENTS_STORAGE)
+                .and_then(|events| events.get(&key))
+                .map(|event| event.rv);
+            if current == Some(rv) {
+                expired.push((key, rv));
+            }
+        }
+        expired
+    }
+
+    /// The garbage collector's work recorded since the last call.
+    #[must_use]
+    pub fn take_gc_work(&self) -> Vec<GcWork> {
+        self.state.lock().gc.take().into_iter().collect()
+    }
+
+    /// Puts back garbage-collector work that failed, to be tried on the next pass.
+    pub fn requeue_gc_work(&self, work: GcWork) {
+        self.state.lock().gc.requeue(work);
+    }
+
+    /// Whether the garbage collector has work.
+    #[must_use]
+    pub fn has_gc_work(&self) -> bool {
+        self.state.lock().gc.has_work()
+    }
+
+    /// The objects whose ownerReferences name `uid` (Events excepted).
+    #[must_use]
+    pub fn dependents_of(&self, uid: &str) -> Vec<Location> {
+        self.state.lock().gc.dependents_of(uid)
+    }
+
+    /// Hands the watch line of a change in one form to `take`: rendered once for every
+    /// watcher that sends the same line (see [`lines`]).
+    pub fn with_watch_line<R>(
+        &self,
+        rv: u64,
+        key: &lines::LineKey<'_>,
+        render: impl FnOnce() -> bytes::Bytes,
+        take: impl FnOnce(&bytes::Bytes) -> R,
+    ) -> R {
+        self.lines.with_line(rv, key, render, take)
     }
 
     /// The current global resourceVersion.
@@ -221,7 +335,7 @@ impl Store {
         )
     }
 
-    /// Snapshots of every resource (for the garbage collector).
+    /// Snapshots of every resource (for the namespace controller).
     #[must_use]
     pub fn all_tables(&self) -> (u64, Vec<(StorageKey, Table)>) {
         let state = self.state.lock();
@@ -359,13 +473,23 @@ impl Store {
             }
         };
         state.rv = rv;
-        let change = Arc::new(Change {
+        let after = (change != ChangeType::Deleted).then_some(&*stored);
+        state.gc.record(storage, key, current.as_deref(), after);
+        if &**storage == EVENTS_STORAGE
+            && change != ChangeType::Deleted
+            && let Some(ttl) = state.event_ttl
+        {
+            state
+                .event_expiry
+                .push_back((Instant::now() + ttl, key.clone(), rv));
+        }
+        let change = Change {
             rv,
             storage: storage.clone(),
             change,
             object: stored,
             previous: current,
-        });
+        };
         state.window.push_back(change.clone());
         while state.window.len() > state.window_cap {
             if let Some(old) = state.window.pop_front() {
@@ -373,7 +497,7 @@ impl Store {
             }
         }
         if state.history.len() < state.history_cap {
-            state.history.push(change.clone());
+            state.history.push(Arc::new(change.clone()));
         }
         let _ = self.tx.send(change.clone());
         let durable = match &self.wal {

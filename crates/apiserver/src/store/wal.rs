@@ -174,7 +174,7 @@ impl Wal {
         let payload = match change.change {
             ChangeType::Deleted => serde_json::to_vec(&json!({
                 "op": "del", "rv": change.rv, "r": &*change.storage,
-                "ns": change.object.namespace, "n": change.object.name,
+                "ns": change.object.namespace(), "n": change.object.name(),
             }))
             .ok()?,
             _ => {
