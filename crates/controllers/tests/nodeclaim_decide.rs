@@ -8,6 +8,7 @@ mod nodeclaim_support;
 use api::names::{CONTRACT_LABEL, compute_contract_name, entry_name, join_secret_name};
 use api::{ConditionStatus, NodeClaim, NodeClaimPhase};
 use chrono::Duration;
+use controllers::nodeclaim::compose::ClusterKey;
 use controllers::nodeclaim::conditions::{INFRA_COMPOSED, READY, reason};
 use controllers::nodeclaim::decide::{InfraAction, Plan};
 use controllers::nodeclaim::graces::to_time;
@@ -21,7 +22,13 @@ fn two_claims_make_one_infra_with_two_node_entries() {
     let mut w = two_claims();
     let plan = w.reconcile(start());
     assert!(plan.add_cluster_finalizer.is_some());
-    assert_eq!(plan.add_claim_finalizers.len(), 2);
+    assert_eq!(
+        plan.claim_metadata
+            .iter()
+            .filter(|c| c.add_finalizer)
+            .count(),
+        2
+    );
     assert_eq!(plan.write_secrets.len(), 2);
     let infra = w.infra.clone().expect("one Infra");
     assert_eq!(infra.name_any(), api::names::infra_name(NS, "c1"));
@@ -280,7 +287,7 @@ fn bad_input_gets_a_reason_and_leaves_other_claims_alone() {
             infra_before,
             "{want}: others unchanged"
         );
-        assert!(plan.add_claim_finalizers.is_empty());
+        assert!(plan.claim_metadata.iter().all(|c| !c.add_finalizer));
         assert_eq!(
             plan.claim_statuses.len(),
             1,
@@ -319,7 +326,7 @@ fn claims_of_a_missing_cluster_report_it_and_hold_nothing() {
     );
     assert!(cond(&w, "a", INFRA_COMPOSED).message.contains("create it"));
     assert!(w.infra.is_none() && plan.write_secrets.is_empty());
-    assert!(plan.add_claim_finalizers.is_empty());
+    assert!(plan.claim_metadata.iter().all(|c| !c.add_finalizer));
     assert!(w.reconcile(start()).is_empty());
 }
 
@@ -528,4 +535,86 @@ fn a_cluster_name_too_long_for_a_label_is_the_reason_given() {
         reason::CLUSTER_NAME_TOO_LONG
     );
     assert!(plan.write_secrets.is_empty() && w.infra.is_none());
+}
+
+/// An ownerReference to a Cluster `name` with `uid`.
+fn cluster_owner(name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "socialweb.computer/v1alpha1".into(),
+        kind: "Cluster".into(),
+        name: name.into(),
+        uid: uid.into(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }
+}
+
+#[test]
+fn a_claim_gets_its_cluster_as_owner_so_it_goes_with_it() {
+    let mut w = World::new("c1");
+    w.claims.push(claim("plain", "uid-p", "c1"));
+    let mut managed = claim("managed", "uid-m", "c1");
+    managed.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps.example/v1".into(),
+        kind: "NodePool".into(),
+        name: "pool".into(),
+        uid: "uid-pool".into(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }]);
+    w.claims.push(managed);
+    let plan = w.decide(start());
+    let change = |name: &str| {
+        plan.claim_metadata
+            .iter()
+            .find(|c| c.target.name == name)
+            .unwrap()
+            .clone()
+    };
+    let plain = change("plain").owner_references.unwrap();
+    assert_eq!(plain, vec![cluster_owner("c1", "uid-cluster-c1")]);
+    // Another controller keeps its place; the Cluster only owns.
+    let managed = change("managed").owner_references.unwrap();
+    assert_eq!(managed.len(), 2);
+    assert_eq!(managed[1].controller, Some(false));
+    assert_eq!(managed[1].uid, "uid-cluster-c1");
+    w.settle(start());
+    assert!(
+        w.decide(start()).is_empty(),
+        "once owned, nothing more to write"
+    );
+}
+
+#[test]
+fn an_owner_uid_mismatch_says_whose_uid_it_is() {
+    let mut w = World::new("c1");
+    let mut of_deleted = claim("of-deleted", "uid-d", "c1");
+    of_deleted.metadata.owner_references = Some(vec![cluster_owner("c1", "uid-gone")]);
+    let mut of_other_ns = claim("of-other-ns", "uid-o", "c1");
+    of_other_ns.metadata.owner_references = Some(vec![cluster_owner("c1", "uid-tenant-b-c1")]);
+    w.claims.extend([of_deleted, of_other_ns]);
+    w.owner_clusters.insert(
+        "uid-tenant-b-c1".into(),
+        ClusterKey {
+            namespace: "tenant-b".into(),
+            name: "c1".into(),
+        },
+    );
+    w.settle(start());
+    assert!(w.infra.is_none(), "neither is composed");
+    let deleted = cond(&w, "of-deleted", INFRA_COMPOSED);
+    assert_eq!(deleted.reason, reason::CLUSTER_OWNER_MISMATCH);
+    assert!(
+        deleted.message.contains("no Cluster has that uid any more"),
+        "{}",
+        deleted.message
+    );
+    let other = cond(&w, "of-other-ns", INFRA_COMPOSED);
+    assert_eq!(other.reason, reason::CLUSTER_OWNER_MISMATCH);
+    assert!(
+        other.message.contains("a Cluster of another namespace")
+            && !other.message.contains("deleted"),
+        "{}",
+        other.message
+    );
 }

@@ -183,6 +183,16 @@ async fn cluster_delete_releases_everything() {
     let client = &env.client;
     two_claims_joined(&env).await;
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let old_uid = clusters.get("c1").await.unwrap().uid().unwrap();
+    // The tenant set no owner: the controller made the Cluster the claims' controller owner.
+    for name in ["worker-a", "worker-b"] {
+        let claim = claims(client).get(name).await.unwrap();
+        let owner = &claim.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("Cluster", old_uid.as_str(), Some(true))
+        );
+    }
     clusters
         .delete("c1", &DeleteParams::default())
         .await
@@ -214,14 +224,8 @@ async fn cluster_delete_releases_everything() {
             .items
             .is_empty()
     );
-    // The claims remain (no garbage collector here); deleting them is immediate.
-    for name in ["worker-a", "worker-b"] {
-        claims(client)
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
-    }
-    eventually("claims gone", || async {
+    // The claims go with their Cluster (the garbage collector follows the ownerReference).
+    eventually("claims gone with their Cluster", || async {
         claims(client)
             .list(&ListParams::default())
             .await
@@ -231,6 +235,26 @@ async fn cluster_delete_releases_everything() {
             .then_some(())
     })
     .await;
+    // A new Cluster of the same name rents for its own claims only.
+    create_cluster(client, "c1", true).await;
+    create_claim(client, "worker-c", "c1", 2).await;
+    eventually("worker-c Joined", || async {
+        (phase_of(client, "worker-c").await == Some(NodeClaimPhase::Joined)).then_some(())
+    })
+    .await;
+    let rented = env
+        .server
+        .history()
+        .iter()
+        .filter(|e| {
+            e.resource.ends_with("/computecontracts")
+                && e.change == apiserver::store::ChangeType::Added
+        })
+        .count();
+    assert_eq!(
+        rented, 3,
+        "two machines for the old Cluster, one for the new"
+    );
 }
 
 #[tokio::test]

@@ -119,7 +119,10 @@ fn without_a_root_claims_compose_nothing_and_rent_nothing() {
     let plan = w.reconcile(start());
     assert!(matches!(plan.infra, Some(InfraAction::Keep)));
     assert!(plan.write_secrets.is_empty());
-    assert!(plan.add_claim_finalizers.is_empty() && plan.add_cluster_finalizer.is_none());
+    assert!(
+        plan.claim_metadata.iter().all(|c| !c.add_finalizer)
+            && plan.add_cluster_finalizer.is_none()
+    );
     assert!(w.infra.is_none() && w.secrets.is_empty());
     assert_claims_stopped(&w, reason::NO_REQUESTER);
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Pending));

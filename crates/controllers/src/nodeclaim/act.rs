@@ -27,7 +27,7 @@ use serde_json::json;
 use super::Context;
 use super::compose::ClusterKey;
 use super::conditions::{DEPLOYED, JOINED, READY, reason};
-use super::decide::{ClaimStatusChange, FinalizerChange, InfraAction, Plan};
+use super::decide::{ClaimMetadataChange, ClaimStatusChange, FinalizerChange, InfraAction, Plan};
 use super::failed::FailedClaims;
 use super::secrets::new_token;
 use crate::{Error, Result};
@@ -57,8 +57,8 @@ pub async fn act(
     if let Some(change) = &plan.add_cluster_finalizer {
         add_finalizer::<Cluster>(ctx, change, CLUSTER_FINALIZER).await?;
     }
-    for change in &plan.add_claim_finalizers {
-        add_finalizer::<NodeClaim>(ctx, change, NODECLAIM_FINALIZER).await?;
+    for change in &plan.claim_metadata {
+        patch_claim_metadata(ctx, change).await?;
     }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.contract_namespace);
     for desired in &plan.write_secrets {
@@ -308,6 +308,38 @@ where
         return Ok(());
     }
     patch_finalizers::<K>(ctx, change, wanted, "remove").await
+}
+
+/// Adds the claim's finalizer and its Cluster ownerReference in one merge
+/// patch guarded by the resourceVersion read (a stale read is a 409).
+async fn patch_claim_metadata(ctx: &Context, change: &ClaimMetadataChange) -> Result<()> {
+    let target = &change.target;
+    let mut metadata = json!({"resourceVersion": target.resource_version});
+    if change.add_finalizer && !target.current.iter().any(|f| f == NODECLAIM_FINALIZER) {
+        let mut finalizers = target.current.clone();
+        finalizers.push(NODECLAIM_FINALIZER.to_owned());
+        metadata["finalizers"] = json!(finalizers);
+    }
+    if let Some(owners) = &change.owner_references {
+        metadata["ownerReferences"] = json!(owners);
+    }
+    let api: Api<NodeClaim> = Api::namespaced(ctx.client.clone(), &target.namespace);
+    api.patch(
+        &target.name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": metadata})),
+    )
+    .await
+    .map_err(|e| {
+        Error::kube(
+            format!(
+                "add the finalizer or Cluster owner of NodeClaim {}/{}",
+                target.namespace, target.name
+            ),
+            e,
+        )
+    })?;
+    Ok(())
 }
 
 /// Replaces the finalizer list with a merge patch guarded by the

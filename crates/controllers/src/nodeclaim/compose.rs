@@ -14,6 +14,7 @@ use api::{
     Cluster, ClusterKind, ClusterRef, ContractEntry, Infra, InfraRef, InfraSpec, NodeClaim,
     NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef, is_did,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
@@ -82,12 +83,21 @@ impl Problem {
     }
 }
 
+/// Where the Clusters that claims' ownerReferences name by uid are, for the
+/// uids that are not their own Cluster's: what a mismatch message says.
+pub type OwnerClusters = BTreeMap<String, ClusterKey>;
+
 /// The checks of the claim itself (those that do not depend on the Cluster's state):
 /// clusterName shape, the Cluster ownerReference, resources and ownerDid.
+/// `owners` tells where a Cluster named by an ownerReference's uid is, if anywhere.
 ///
 /// # Errors
 /// The first problem found.
-pub fn check_claim(claim: &NodeClaim, cluster: Option<&Cluster>) -> Result<(), Problem> {
+pub fn check_claim(
+    claim: &NodeClaim,
+    cluster: Option<&Cluster>,
+    owners: &OwnerClusters,
+) -> Result<(), Problem> {
     let namespace = claim.namespace().unwrap_or_default();
     let cluster_name = &claim.spec.cluster_name;
     if cluster_name.contains('/') || cluster_name.is_empty() {
@@ -110,14 +120,11 @@ pub fn check_claim(claim: &NodeClaim, cluster: Option<&Cluster>) -> Result<(), P
             ),
         ));
     }
-    let cluster_kind = Cluster::kind(&());
-    let cluster_group = Cluster::group(&());
-    for owner in claim.owner_references() {
-        let same_kind = owner.kind == cluster_kind
-            && owner.api_version.split('/').next() == Some(cluster_group.as_ref());
-        if !same_kind {
-            continue;
-        }
+    for owner in claim
+        .owner_references()
+        .iter()
+        .filter(|o| is_cluster_owner(o))
+    {
         if &owner.name != cluster_name {
             return Err(Problem::new(
                 reason::CLUSTER_OWNER_MISMATCH,
@@ -129,15 +136,13 @@ pub fn check_claim(claim: &NodeClaim, cluster: Option<&Cluster>) -> Result<(), P
             ));
         }
         if let Some(cluster) = cluster
-            && cluster.uid().is_some_and(|uid| uid != owner.uid)
+            && let Some(current) = cluster.uid().filter(|uid| *uid != owner.uid)
         {
-            return Err(Problem::new(
-                reason::CLUSTER_OWNER_MISMATCH,
-                format!(
-                    "the ownerReference names an earlier Cluster {cluster_name:?} (uid {}) that was deleted: \
-                     delete this claim and create a new one for the current Cluster",
-                    owner.uid
-                ),
+            return Err(owner_uid_mismatch(
+                claim,
+                &owner.uid,
+                &current,
+                owners.get(&owner.uid),
             ));
         }
     }
@@ -153,6 +158,80 @@ pub fn check_claim(claim: &NodeClaim, cluster: Option<&Cluster>) -> Result<(), P
         ));
     }
     Ok(())
+}
+
+/// The claim's Cluster ownerReference has the Cluster's name but not its uid
+/// (`current`): say whose uid it is, as far as the cache knows.
+fn owner_uid_mismatch(
+    claim: &NodeClaim,
+    uid: &str,
+    current: &str,
+    owner: Option<&ClusterKey>,
+) -> Problem {
+    let name = &claim.spec.cluster_name;
+    let namespace = claim.namespace().unwrap_or_default();
+    let message = match owner {
+        Some(other) if other.namespace != namespace => format!(
+            "the ownerReference's uid {uid} is not this namespace's Cluster {name:?} (uid {current}) but a Cluster of another namespace: \
+             a claim belongs to a Cluster of its own namespace; set the ownerReference to uid {current} or delete the claim"
+        ),
+        Some(other) => format!(
+            "the ownerReference's uid {uid} is Cluster {:?} of this namespace, not {name:?} (uid {current}): \
+             fix the ownerReference or recreate the claim for the right Cluster",
+            other.name
+        ),
+        None => format!(
+            "the ownerReference names Cluster {name:?} with uid {uid}, and no Cluster has that uid any more: the Cluster was deleted and \
+             {name:?} is a new one (uid {current}); delete this claim and create a new one for the current Cluster"
+        ),
+    };
+    Problem::new(reason::CLUSTER_OWNER_MISMATCH, message)
+}
+
+/// The uids the claims' Cluster ownerReferences name other than `current`'s.
+#[must_use]
+pub fn foreign_owner_uids<'a>(
+    claims: impl IntoIterator<Item = &'a NodeClaim>,
+    current: Option<&Cluster>,
+) -> std::collections::BTreeSet<String> {
+    let current = current.and_then(ResourceExt::uid);
+    claims
+        .into_iter()
+        .flat_map(|c| c.owner_references().iter().filter(|o| is_cluster_owner(o)))
+        .filter(|o| Some(&o.uid) != current.as_ref())
+        .map(|o| o.uid.clone())
+        .collect()
+}
+
+/// The claim's ownerReferences with its Cluster's added, when it has no
+/// Cluster owner yet (DESIGN: a claim's controller owner is its Cluster): the
+/// claim is then deleted with its Cluster, and a Cluster recreated under the
+/// same name (a new uid) never composes it. `controller` only when no other
+/// controller owns the claim; never `blockOwnerDeletion` (that needs rights
+/// on the Cluster's finalizers, and the Cluster waits for its Infra anyway).
+#[must_use]
+pub fn with_cluster_owner(claim: &NodeClaim, cluster: &Cluster) -> Option<Vec<OwnerReference>> {
+    let owners = claim.owner_references();
+    if owners.iter().any(is_cluster_owner) {
+        return None;
+    }
+    let controlled = owners.iter().any(|o| o.controller == Some(true));
+    let mut wanted = owners.to_vec();
+    wanted.push(OwnerReference {
+        api_version: Cluster::api_version(&()).into_owned(),
+        kind: Cluster::kind(&()).into_owned(),
+        name: cluster.name_any(),
+        uid: cluster.uid()?,
+        controller: Some(!controlled),
+        block_owner_deletion: None,
+    });
+    Some(wanted)
+}
+
+/// Whether an ownerReference names a Cluster (of this API group, any version).
+fn is_cluster_owner(owner: &OwnerReference) -> bool {
+    owner.kind == Cluster::kind(&())
+        && owner.api_version.split('/').next() == Some(Cluster::group(&()).as_ref())
 }
 
 /// Whether every amount is at least 1 and at most what one machine offers.

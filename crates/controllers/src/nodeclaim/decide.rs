@@ -31,6 +31,7 @@ use api::{
 };
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
 use super::adopt::{self, GuestHolder};
@@ -62,6 +63,9 @@ pub struct Observed<'a> {
     /// Uids of claims this controller wrote Failed that the cache may not show
     /// Failed yet ([`super::failed::FailedClaims`]): they are left alone.
     pub written_failed: &'a BTreeSet<String>,
+    /// Where the Clusters are that claims' ownerReferences name by a uid that
+    /// is not their Cluster's (for the mismatch message).
+    pub owner_clusters: &'a compose::OwnerClusters,
     /// Who holds the guests the claims name in `spec.adopt` (all of the contract namespace).
     pub guest_holders: &'a [GuestHolder],
     /// The time of this reconcile.
@@ -91,6 +95,18 @@ pub struct FinalizerChange {
     pub current: Vec<String>,
     /// The resourceVersion they were read at (guards the patch).
     pub resource_version: Option<String>,
+}
+
+/// What a claim's metadata gets, in one patch guarded by the resourceVersion read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimMetadataChange {
+    /// The claim, its finalizers as read and the resourceVersion they were read at.
+    pub target: FinalizerChange,
+    /// Add [`NODECLAIM_FINALIZER`].
+    pub add_finalizer: bool,
+    /// The whole new ownerReferences list (the ones read and the Cluster's),
+    /// when the claim has no Cluster owner yet.
+    pub owner_references: Option<Vec<OwnerReference>>,
 }
 
 /// A claim's new status, written only because it differs from the old one.
@@ -125,8 +141,9 @@ impl ClaimStatusChange {
 pub struct Plan {
     /// Add [`CLUSTER_FINALIZER`] to the Cluster (before anything is rented for it).
     pub add_cluster_finalizer: Option<FinalizerChange>,
-    /// Add [`NODECLAIM_FINALIZER`] to these claims (before their entries are applied).
-    pub add_claim_finalizers: Vec<FinalizerChange>,
+    /// Claims to add [`NODECLAIM_FINALIZER`] (before their entries are
+    /// applied) or their Cluster's ownerReference to.
+    pub claim_metadata: Vec<ClaimMetadataChange>,
     /// Join Secrets to write (before the Infra that references them).
     pub write_secrets: Vec<JoinSecret>,
     /// The Infra.
@@ -154,7 +171,7 @@ impl Plan {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.add_cluster_finalizer.is_none()
-            && self.add_claim_finalizers.is_empty()
+            && self.claim_metadata.is_empty()
             && self.write_secrets.is_empty()
             && matches!(self.infra, None | Some(InfraAction::Keep))
             && self.delete_secrets.is_empty()
@@ -338,6 +355,19 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             }
         }
 
+        let add_finalizer =
+            entry_for_claim.is_some() && !has_finalizer(claim.finalizers(), NODECLAIM_FINALIZER);
+        let owner_references = match cluster_state {
+            ClusterState::Live(cluster) if !deleting => compose::with_cluster_owner(claim, cluster),
+            _ => None,
+        };
+        if add_finalizer || owner_references.is_some() {
+            plan.claim_metadata.push(ClaimMetadataChange {
+                target: finalizer_change(*claim),
+                add_finalizer,
+                owner_references,
+            });
+        }
         if let Some(composed_entry) = entry_for_claim {
             if let ClusterState::Live(cluster) = cluster_state
                 && let Some(desired) = desired_join_secret(
@@ -349,9 +379,6 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
                 )
             {
                 plan.write_secrets.push(desired);
-            }
-            if !has_finalizer(claim.finalizers(), NODECLAIM_FINALIZER) {
-                plan.add_claim_finalizers.push(finalizer_change(*claim));
             }
             if let Some(receipt) = &composed_entry.node.adopt {
                 adopted_now.push(GuestHolder {
@@ -470,7 +497,7 @@ fn composability(
     let key = observed.key;
     let cluster = match cluster_state {
         ClusterState::Missing => {
-            return Some(compose::check_claim(claim, None).err().unwrap_or_else(|| Problem {
+            return Some(compose::check_claim(claim, None, observed.owner_clusters).err().unwrap_or_else(|| Problem {
                 reason: reason::CLUSTER_NOT_FOUND,
                 message: format!(
                     "Cluster {:?} does not exist in namespace {:?}: create it, or fix spec.clusterName (a claim reaches only a Cluster in its own namespace)",
@@ -488,7 +515,7 @@ fn composability(
         }
         ClusterState::Live(cluster) => *cluster,
     };
-    if let Err(problem) = compose::check_claim(claim, Some(cluster)) {
+    if let Err(problem) = compose::check_claim(claim, Some(cluster), observed.owner_clusters) {
         return Some(problem);
     }
     if let Err(problem) = compose::owner_did(claim, cluster) {

@@ -318,6 +318,10 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         &ctx.contract_namespace,
     );
     let written_failed = runtime.failed.unseen(key, &claim_refs);
+    let owner_clusters = owner_clusters(
+        &stores.clusters,
+        compose::foreign_owner_uids(claim_refs.iter().copied(), cluster.as_deref()),
+    );
     // Only claims that adopt a guest need to know who holds it.
     let wanted = adopt::wanted(claim_refs.iter().copied());
     let guest_holders = if wanted.is_empty() {
@@ -339,6 +343,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         contract_namespace: &ctx.contract_namespace,
         root,
         written_failed: &written_failed,
+        owner_clusters: &owner_clusters,
         guest_holders: &guest_holders,
         now,
     };
@@ -361,6 +366,30 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         Some(after) => Action::requeue(after.max(Duration::from_millis(10))),
         None => Action::await_change(),
     })
+}
+
+/// Where the Clusters of `uids` are (only those that exist), read from the cache.
+fn owner_clusters(
+    clusters: &Store<Cluster>,
+    uids: std::collections::BTreeSet<String>,
+) -> compose::OwnerClusters {
+    if uids.is_empty() {
+        return compose::OwnerClusters::new();
+    }
+    clusters
+        .state()
+        .iter()
+        .filter_map(|c| {
+            let uid = c.uid().filter(|uid| uids.contains(uid))?;
+            Some((
+                uid,
+                ClusterKey {
+                    namespace: c.namespace().unwrap_or_default(),
+                    name: c.name_any(),
+                },
+            ))
+        })
+        .collect()
 }
 
 fn error_policy(cluster: Arc<Cluster>, error: &Error, runtime: Arc<Runtime>) -> Action {

@@ -17,7 +17,7 @@ use api::{
 };
 use chrono::{DateTime, Utc};
 use controllers::nodeclaim::adopt::GuestHolder;
-use controllers::nodeclaim::compose::ClusterKey;
+use controllers::nodeclaim::compose::{ClusterKey, OwnerClusters};
 use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
 use controllers::nodeclaim::graces::to_time;
 use controllers::nodeclaim::root::RootState;
@@ -99,6 +99,8 @@ pub struct World {
     pub written_failed: BTreeSet<String>,
     /// Who holds the guests claims adopt (other Clusters' contracts).
     pub guest_holders: Vec<GuestHolder>,
+    /// Clusters elsewhere that claims' ownerReferences name by uid.
+    pub owner_clusters: OwnerClusters,
 }
 
 impl World {
@@ -117,6 +119,7 @@ impl World {
             root: RootState::Running,
             written_failed: BTreeSet::new(),
             guest_holders: Vec::new(),
+            owner_clusters: OwnerClusters::new(),
         }
     }
 
@@ -135,6 +138,7 @@ impl World {
             root: self.root,
             written_failed: &self.written_failed,
             guest_holders: &self.guest_holders,
+            owner_clusters: &self.owner_clusters,
             now,
         })
     }
@@ -151,9 +155,14 @@ impl World {
             let c = self.cluster.as_mut().unwrap();
             c.finalizers_mut().push(CLUSTER_FINALIZER.into());
         }
-        for change in &plan.add_claim_finalizers {
-            let c = self.claim_mut(&change.name);
-            c.finalizers_mut().push(NODECLAIM_FINALIZER.into());
+        for change in &plan.claim_metadata {
+            let c = self.claim_mut(&change.target.name);
+            if change.add_finalizer {
+                c.finalizers_mut().push(NODECLAIM_FINALIZER.into());
+            }
+            if let Some(owners) = &change.owner_references {
+                c.metadata.owner_references = Some(owners.clone());
+            }
         }
         for s in &plan.write_secrets {
             let token = s.token.clone().unwrap_or_else(|| {
