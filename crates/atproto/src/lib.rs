@@ -14,7 +14,8 @@
 //!   receiver's checks of MARKET.md section 4.
 //! - [`attest`]: the market's inline attestation signatures and the
 //!   receipt's binding CID; [`data`]: the atproto data model and CIDs;
-//!   [`keys`]: secp256k1/P-256 keys and did:key; [`tid`]: record keys.
+//!   [`keys`]: secp256k1/P-256 keys and did:key; [`tid`]: record keys;
+//!   [`market`]: the compute market's NSIDs and shared record conventions.
 //!
 //! # Expected flow (a requester)
 //! 1. `PdsClient::login(handle_or_did, app_password)`.
@@ -52,6 +53,7 @@ pub mod did;
 mod error;
 pub mod jwt;
 pub mod keys;
+pub mod market;
 pub mod pds;
 mod secret;
 pub mod tid;

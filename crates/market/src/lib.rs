@@ -41,12 +41,14 @@
 
 #![deny(missing_docs)]
 
+pub mod atproto;
 mod clock;
 mod error;
 pub mod local;
 mod price;
 mod types;
 
+pub use atproto::{AtprotoMarket, AtprotoMarketConfig};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{MarketError, Operation};
 pub use local::{LocalBidder, LocalMarket, LocalMarketConfig};
