@@ -45,9 +45,13 @@ struct ProstField {
 }
 
 /// The k8s-pb crate's source directory, from `cargo metadata`.
+///
+/// Not `--offline`: metadata reads the manifest of every package in the lock file,
+/// other platforms' included (android_system_properties), which a build for this
+/// machine never downloads, so a fresh clone fails offline.
 fn k8s_pb_src() -> PathBuf {
     let output = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["metadata", "--format-version", "1"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata");
