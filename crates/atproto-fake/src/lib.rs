@@ -27,12 +27,14 @@
 //! - State is in memory and dies with the network; each [`FakeNetwork`] is
 //!   independent, so tests run in parallel.
 //!
-//! # Room for the compute market
-//! The fake bidders (submitRfp, submitAccept, events) belong in a `bidder`
-//! module here: they read their knobs from [`Faults::bidder`] and their
+//! # The compute market half
+//! Fake bidders ([`bidder`], [`FakeNetwork::start_bidder`]) answer
+//! submitRfp, submitAccept and submitEvent as the reference bidder does,
+//! read their knobs from [`Faults::bidder`] (or their own) and their
 //! failures from [`Faults::take`] with [`Service::Bidder`], and use the PDS
 //! and PLC of the same network.
 
+pub mod bidder;
 pub mod faults;
 pub mod http;
 pub mod pds;
@@ -156,6 +158,31 @@ impl FakeNetwork {
             &mut self.tasks,
         )?;
         Ok((did, host))
+    }
+
+    /// Starts a fake bidder ([`bidder`]): its account on this PDS, its
+    /// endpoint on its own loopback port behind the [`Service::Bidder`]
+    /// faults, and its offering of `compute.vm`.
+    ///
+    /// # Errors
+    /// When the port cannot be bound, the handle is taken, or the offering
+    /// cannot be written.
+    pub async fn start_bidder(
+        &mut self,
+        options: bidder::BidderOptions,
+    ) -> std::io::Result<bidder::FakeBidder> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let bidder = bidder::FakeBidder::create(self, &url, options).await?;
+        spawn(
+            listener,
+            bidder.router(),
+            &self.faults,
+            Service::Bidder,
+            &mut self.tasks,
+        )?;
+        bidder.publish_offering().await?;
+        Ok(bidder)
     }
 
     /// Runs until every service stops (they do not, unless a listener fails).

@@ -48,6 +48,12 @@ pub const VM_DELETE: &str = "com.publicdomainrelay.temp.compute.events.vm.delete
 /// The value of an rfp's `domain` (reference practice).
 pub const COMPUTE_DOMAIN: &str = "compute";
 
+/// The collection a record belongs in: its `$type` (empty when it has none).
+#[must_use]
+pub fn collection_of(record: &Value) -> &str {
+    text(record, "$type").unwrap_or_default()
+}
+
 /// The strong reference in `record[field]`, when it is one.
 #[must_use]
 pub fn strong_ref(record: &Value, field: &str) -> Option<StrongRef> {

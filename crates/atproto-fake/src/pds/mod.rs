@@ -189,6 +189,37 @@ impl Pds {
             .cloned()
     }
 
+    /// Every record of one collection of one repository, by rkey (to
+    /// count what a client wrote).
+    #[must_use]
+    pub fn records(&self, did: &str, collection: &str) -> Vec<(String, Stored)> {
+        let store = self.store.read();
+        store
+            .accounts
+            .get(did)
+            .map(|account| {
+                account
+                    .records
+                    .iter()
+                    .filter(|((c, _), _)| c == collection)
+                    .map(|((_, rkey), stored)| (rkey.clone(), stored.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The `#atproto` key of an account: a fake bidder that runs "its own
+    /// PDS" mints its service-auth JWTs with it, as the reference's bidders
+    /// do (with an `aud` Bluesky's PDS would refuse).
+    #[must_use]
+    pub fn signing_key(&self, did: &str) -> Option<SigningKey> {
+        self.store
+            .read()
+            .accounts
+            .get(did)
+            .map(|a| a.signing_key.clone())
+    }
+
     fn session_for(&self, did: &str, handle: &str) -> Value {
         let (access, refresh) = self.store.write().sessions.issue(did);
         json!({ "did": did, "handle": handle, "accessJwt": access, "refreshJwt": refresh, "active": true })
