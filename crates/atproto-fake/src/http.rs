@@ -96,8 +96,15 @@ pub async fn apply_faults(State(gate): State<FaultGate>, request: Request, next:
             XrpcError::new(status, &error, message).into_response()
         }
         Some(Fault::Stall(duration)) => {
-            tokio::time::sleep(duration).await;
-            next.run(request).await
+            // In a task of its own: hyper drops a handler whose client hung
+            // up, while a slow server (the reference's) still finishes.
+            let finish = tokio::spawn(async move {
+                tokio::time::sleep(duration).await;
+                next.run(request).await
+            });
+            finish.await.unwrap_or_else(|_| {
+                (StatusCode::INTERNAL_SERVER_ERROR, "stalled request failed").into_response()
+            })
         }
         Some(Fault::LoseAnswer) => {
             let _effect = next.run(request).await;

@@ -98,37 +98,50 @@ pub async fn collect(shared: &Arc<Shared>, id: &RfpId) -> Result<Vec<Bid>, Marke
             Err(error) => errors.push(error.to_string()),
         }
     }
-    if asked_here.is_none() {
-        // A restart: ask again the bidders that have no bid on it yet.
-        let with_bids: BTreeSet<&str> = found.values().map(|b| b.bidder.as_str()).collect();
-        let missing: Vec<request::Endpoint> = discovery
-            .endpoints
-            .iter()
-            .filter(|e| !with_bids.contains(e.did.as_str()))
-            .cloned()
-            .collect();
+    // Bidders not asked by this process (found since, or after a restart)
+    // and without a bid on it yet are asked now.
+    let with_bids: BTreeSet<&str> = found.values().map(|b| b.bidder.as_str()).collect();
+    let newly: Vec<request::Endpoint> = discovery
+        .endpoints
+        .iter()
+        .filter(|e| !with_bids.contains(e.did.as_str()))
+        .filter(|e| {
+            asked_here
+                .as_ref()
+                .is_none_or(|a| !a.bidders.contains_key(&e.did))
+        })
+        .cloned()
+        .collect();
+    if !newly.is_empty() {
+        let names: Vec<String> = newly.iter().map(|e| e.did.clone()).collect();
         let rfp_ref = rfp.strong_ref();
-        shared.memory().asked.entry(rfp.uri.clone()).or_default();
         let task_shared = Arc::clone(shared);
         shared.tasks.spawn(async move {
-            request::ask(&task_shared, &rfp_ref, &missing).await;
+            request::ask(&task_shared, &rfp_ref, &newly).await;
         });
         if found.is_empty() {
-            let reason = if discovery.endpoints.is_empty() {
-                format!(
-                    "no bidder could be found for {}: {}",
-                    rfp.uri,
-                    errors.join("; ")
-                )
-            } else {
-                format!("asked the bidders again for {}; no bid yet", rfp.uri)
-            };
             return Err(MarketError::Unavailable {
                 operation: op,
-                reason,
+                reason: format!(
+                    "asked {} for bids on {}; none yet",
+                    names.join(", "),
+                    rfp.uri
+                ),
             });
         }
     }
+    if found.is_empty() && discovery.endpoints.is_empty() {
+        return Err(MarketError::Unavailable {
+            operation: op,
+            reason: format!(
+                "no bidder could be found for {}: {}",
+                rfp.uri,
+                errors.join("; ")
+            ),
+        });
+    }
+    let refused = shared.memory().refused.clone();
+    found.retain(|uri, _| !refused.contains(uri));
     let mut bids: Vec<Bid> = found.into_values().collect();
     if bids.is_empty() {
         no_bids(asked_here.as_ref(), &errors, &rfp.uri)?;
