@@ -128,9 +128,29 @@ struct State {
 }
 
 /// The shared fault configuration (cheap to clone; clones share state).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Faults {
     state: Arc<Mutex<State>>,
+    /// Requests held by a [`Fault::Stall`] that have not finished yet.
+    stalled: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            state: Arc::default(),
+            stalled: Arc::new(tokio::sync::watch::Sender::new(0)),
+        }
+    }
+}
+
+/// Marks a stalled request finished however it ends.
+pub(crate) struct StallGuard(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Drop for StallGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl Faults {
@@ -172,6 +192,19 @@ impl Faults {
             None => {}
         }
         Some(fault)
+    }
+
+    /// Counts a stalled request until the guard is dropped.
+    pub(crate) fn stall_started(&self) -> StallGuard {
+        self.stalled.send_modify(|n| *n += 1);
+        StallGuard(Arc::clone(&self.stalled))
+    }
+
+    /// Waits until every request held by a [`Fault::Stall`] has finished
+    /// (its handler ran, or failed), so a test can count its effects.
+    pub async fn stalls_finished(&self) {
+        let mut stalled = self.stalled.subscribe();
+        let _ = stalled.wait_for(|n| *n == 0).await;
     }
 
     /// How long a repository's first record in a collection stays invisible

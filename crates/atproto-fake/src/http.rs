@@ -98,7 +98,9 @@ pub async fn apply_faults(State(gate): State<FaultGate>, request: Request, next:
         Some(Fault::Stall(duration)) => {
             // In a task of its own: hyper drops a handler whose client hung
             // up, while a slow server (the reference's) still finishes.
+            let stalled = gate.faults.stall_started();
             let finish = tokio::spawn(async move {
+                let _stalled = stalled;
                 tokio::time::sleep(duration).await;
                 next.run(request).await
             });

@@ -97,15 +97,18 @@ async fn a_lost_answer_to_submit_accept_never_starts_a_second_machine() {
 #[tokio::test]
 async fn a_stalled_submit_accept_is_not_sent_again_while_its_receipt_can_appear() {
     let mut h = Harness::start(vec![usd_hourly(0.05)]).await;
-    h.config.timeouts.call = Duration::from_millis(300);
+    let bidding = h.market();
+    let rfp = bidding.publish_rfp(request("c")).await.unwrap();
+    bidding.settled().await;
+    let bid = bidding.collect_bids(&rfp).await.unwrap().remove(0);
+    drop(bidding);
+    // Only the accepting instance gives up early: the stall outlasts it.
+    h.config.timeouts.call = Duration::from_secs(1);
     let market = h.market();
-    let rfp = market.publish_rfp(request("c")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
     h.net.faults.once(
         Service::Bidder,
         m::SUBMIT_ACCEPT,
-        Fault::Stall(Duration::from_millis(900)),
+        Fault::Stall(Duration::from_millis(2500)),
     );
     let timed_out = market.accept(&rfp, &bid).await.unwrap_err();
     assert!(timed_out.is_retryable(), "{timed_out}");
@@ -114,6 +117,7 @@ async fn a_stalled_submit_accept_is_not_sent_again_while_its_receipt_can_appear(
     })
     .await;
     assert_eq!(market.accept(&rfp, &bid).await.unwrap(), receipt);
+    h.quiet().await;
     assert_eq!(h.bidder(0).counters().machines_started, 1);
 }
 

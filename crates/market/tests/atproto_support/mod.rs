@@ -104,7 +104,10 @@ impl Harness {
         self.net.pds.records(did, collection).len()
     }
 
+    /// Waits until stalled requests and every bidder's background work
+    /// are done, so counters are final.
     pub async fn quiet(&self) {
+        self.net.faults.stalls_finished().await;
         for bidder in &self.bidders {
             bidder.quiet().await;
         }
