@@ -437,9 +437,16 @@ async fn a_new_instance_on_the_same_state_dir_finds_everything_again() {
         market.release(&released).await.unwrap();
         market.publish_rfp(rfp("open", 2)).await.unwrap();
         let status = market.guest_status(&kept).await.unwrap();
+        // Killed, not dropped: nothing runs on the way out, as after a kill.
+        std::mem::forget(market);
         (kept, released, status)
     };
     let market = persistent(dir.path(), bidders, clock);
+    assert_eq!(
+        market.guest_status(&released).await.unwrap(),
+        GuestStatus::Terminated,
+        "a late status poll of a released guest"
+    );
     assert_eq!(market.rfp_count(), 3);
     assert_eq!(market.guest_status(&kept).await.unwrap(), status);
     assert_eq!(market.adopt(&kept).await.unwrap().receipt, kept);

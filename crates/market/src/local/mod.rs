@@ -20,11 +20,16 @@
 //!   capacity then; it still exists until released.
 //! - Release frees the capacity at once; the guest then reports Terminated and
 //!   [`Market::lookup`] returns `None`.
-//! - With a state directory, every change is written atomically before the call
-//!   returns, and a new `LocalMarket` on the same directory finds every RFP and
-//!   guest again. Only one instance may use a directory at a time. The write is
-//!   a small synchronous file write plus fsync inside the call: fine for a
-//!   simulation, and it keeps every change ordered under one lock.
+//! - A call costs the same with ten guests and with ten thousand: each change
+//!   is made in place, the guests taking each bidder's capacity are counted as
+//!   they come and go, and a released guest shrinks to the little a late call
+//!   about it needs (its status is Terminated, its RFP's bid, its receipt's cid).
+//! - With a state directory, every change is appended to a journal and fsynced
+//!   before the call returns (one line, not the whole state), and a new
+//!   `LocalMarket` on the same directory finds every RFP and guest again, after
+//!   a kill too. The journal is compacted as it grows; see `journal.rs`. Only
+//!   one instance may use a directory at a time. The append is synchronous,
+//!   inside the call and under the one lock: it keeps every change ordered.
 //! - Call counters ([`LocalMarket::publish_calls`], [`LocalMarket::release_calls`])
 //!   and fault knobs ([`LocalMarket::fail_next`]) belong to one instance: share
 //!   the `Arc<LocalMarket>` across simulated manager restarts to keep them.
@@ -33,6 +38,8 @@
 
 mod agreement;
 mod bidders;
+mod journal;
+mod records;
 mod state;
 
 pub use agreement::Agreement;
@@ -49,7 +56,9 @@ use crate::{
     Bid, Clock, ContractKey, GuestInfo, GuestStatus, Market, MarketError, Operation, Price,
     Receipt, ReleaseOutcome, RequestForProposal, RfpId,
 };
-use state::{GuestRecord, MarketState, RfpRecord, StateStore, duration_ms, unix_ms};
+use journal::Journal;
+use records::{GuestRecord, duration_ms, unix_ms};
+use state::{Change, MarketState, RfpLookup};
 
 /// The scheme and path every local receipt uri starts with.
 const RECEIPT_PREFIX: &str = "local://guests/";
@@ -59,7 +68,6 @@ pub struct LocalMarket {
     seed: u64,
     node_register_delay: Duration,
     clock: Arc<dyn Clock>,
-    store: StateStore,
     inner: Mutex<Inner>,
 }
 
@@ -69,28 +77,29 @@ impl std::fmt::Debug for LocalMarket {
         f.debug_struct("LocalMarket")
             .field("seed", &self.seed)
             .field("bidders", &inner.bidders.len())
-            .field("rfps", &inner.state.rfps.len())
-            .field("guests", &inner.state.guests.len())
+            .field("open_rfps", &inner.state.open_rfps())
+            .field("guests", &inner.state.unreleased_guests())
+            .field("released_guests", &inner.state.released_guests())
             .finish_non_exhaustive()
     }
 }
 
-/// Everything that changes, behind one lock so each call sees and leaves a
-/// consistent market.
-/// What [`LocalMarket::change_unreleased_guest`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GuestChange {
-    /// No guest has the receipt.
+/// What a receipt names.
+enum GuestLookup<'a> {
+    /// A guest that was not released, and its id.
+    Unreleased(&'a str, &'a GuestRecord),
+    /// A released guest.
+    Released,
+    /// No guest this market ever rented.
     Unknown,
-    /// The guest was released before: nothing changes any more.
-    AlreadyReleased,
-    /// The change is committed.
-    Made,
 }
 
+/// Everything that changes, behind one lock so each call sees and leaves a
+/// consistent market.
 struct Inner {
     bidders: Vec<LocalBidder>,
     state: MarketState,
+    journal: Journal,
     /// Injected failures still to deliver, per operation.
     faults: BTreeMap<Operation, u32>,
     publish_calls: BTreeMap<ContractKey, u64>,
@@ -99,27 +108,6 @@ struct Inner {
 }
 
 impl Inner {
-    /// The id of the contract's open RFP, published or not yet: the first
-    /// round whose guest was not released. A released guest closes its round,
-    /// so a new object under a released contract's name rents a new machine,
-    /// while publishing again for the same object (a restart before the
-    /// receipt was recorded) finds the RFP it already has. `None` after
-    /// `u32::MAX` rounds.
-    fn open_round(&self, contract: &ContractKey) -> Option<RfpId> {
-        (0..=u32::MAX)
-            .map(|round| bidders::rfp_id(contract, round))
-            .find(|id| {
-                let closed = self.state.rfps.get(id).is_some_and(|record| {
-                    record
-                        .guest
-                        .as_ref()
-                        .and_then(|guest| self.state.guests.get(guest))
-                        .is_some_and(GuestRecord::is_released)
-                });
-                !closed
-            })
-    }
-
     /// Delivers an injected failure for `operation` if one is pending.
     fn take_fault(&mut self, operation: Operation) -> Result<(), MarketError> {
         match self.faults.get_mut(&operation) {
@@ -134,38 +122,42 @@ impl Inner {
         }
     }
 
-    fn running_of(&self, bidder: &str, now_ms: u64) -> usize {
-        self.state
-            .guests
-            .values()
-            .filter(|g| g.agreement.bid.bidder == bidder && g.holds_capacity(now_ms))
-            .count()
-    }
-
-    fn rfp(&self, rfp: &RfpId) -> Result<&RfpRecord, MarketError> {
-        self.state
-            .rfps
-            .get(rfp)
-            .ok_or_else(|| MarketError::UnknownRfp { rfp: rfp.clone() })
-    }
-
-    /// The guest named by a receipt: `None` when this market never rented it.
+    /// The guest named by a receipt.
     ///
     /// # Errors
     /// [`MarketError::InvalidReceipt`] when the uri is not a local one or the
-    /// cid does not match the guest's agreement.
-    fn guest(&self, receipt: &Receipt) -> Result<Option<(&String, &GuestRecord)>, MarketError> {
+    /// cid is not the one of the guest's agreement.
+    fn guest<'a>(&'a self, receipt: &'a Receipt) -> Result<GuestLookup<'a>, MarketError> {
         let Some(id) = receipt.uri.strip_prefix(RECEIPT_PREFIX) else {
             return Err(MarketError::InvalidReceipt {
                 uri: receipt.uri.clone(),
                 reason: format!("not a local market receipt (expected {RECEIPT_PREFIX}<id>)"),
             });
         };
-        let Some((id, guest)) = self.state.guests.get_key_value(id) else {
-            return Ok(None);
+        // The receipt's cid was computed from the agreement when it was
+        // issued: comparing with it is checking the agreement.
+        let (cid, found) = if let Some(guest) = self.state.guest(id) {
+            (&guest.receipt.cid, GuestLookup::Unreleased(id, guest))
+        } else if let Some(released) = self.state.released(id) {
+            (&released.cid, GuestLookup::Released)
+        } else {
+            return Ok(GuestLookup::Unknown);
         };
-        guest.agreement.verify(receipt)?;
-        Ok(Some((id, guest)))
+        if *cid != receipt.cid {
+            return Err(MarketError::InvalidReceipt {
+                uri: receipt.uri.clone(),
+                reason: "cid does not match the agreement".to_owned(),
+            });
+        }
+        Ok(found)
+    }
+
+    /// Journals `change`, and only then makes it part of the market.
+    fn commit(&mut self, change: Change) -> Result<(), MarketError> {
+        self.journal.append(&change)?;
+        self.state.apply(change);
+        self.journal.compact_if_due(&self.state);
+        Ok(())
     }
 }
 
@@ -178,11 +170,10 @@ impl LocalMarket {
     /// directory cannot be read.
     pub fn new(config: LocalMarketConfig, clock: Arc<dyn Clock>) -> Result<Self, MarketError> {
         bidders::validate_bidders(&config.bidders)?;
-        let store = StateStore::new(config.state_dir);
-        let state = store.load()?;
+        let (journal, state) = Journal::open(config.state_dir)?;
         info!(
-            rfps = state.rfps.len(),
-            guests = state.guests.len(),
+            rfps = state.rfp_count(),
+            guests = state.unreleased_guests(),
             bidders = config.bidders.len(),
             "local market opened"
         );
@@ -190,10 +181,10 @@ impl LocalMarket {
             seed: config.seed,
             node_register_delay: config.node_register_delay,
             clock,
-            store,
             inner: Mutex::new(Inner {
                 bidders: config.bidders,
                 state,
+                journal,
                 faults: BTreeMap::new(),
                 publish_calls: BTreeMap::new(),
                 release_calls: BTreeMap::new(),
@@ -232,13 +223,13 @@ impl LocalMarket {
     /// The state directory could not be written.
     pub fn lose_node(&self, receipt: &Receipt) -> Result<bool, MarketError> {
         let mut inner = self.lock();
-        let change = self.change_unreleased_guest(&mut inner, receipt, |guest| {
-            guest.node_lost = true;
-        })?;
-        if change == GuestChange::Made {
-            info!(uri = %receipt.uri, "node lost (simulated)");
-        }
-        Ok(change == GuestChange::Made)
+        let GuestLookup::Unreleased(id, _) = inner.guest(receipt)? else {
+            return Ok(false);
+        };
+        let guest = id.to_owned();
+        inner.commit(Change::NodeLost { guest })?;
+        info!(uri = %receipt.uri, "node lost (simulated)");
+        Ok(true)
     }
 
     /// How many times `publish_rfp` was called for a contract by this instance
@@ -252,33 +243,24 @@ impl LocalMarket {
             .unwrap_or(0)
     }
 
-    /// How many RFPs exist for a contract (0 or 1; kept across restarts).
+    /// How many RFPs were published for a contract: one per round (kept
+    /// across restarts).
     #[must_use]
     pub fn rfps_published(&self, contract: &ContractKey) -> usize {
-        self.lock()
-            .state
-            .rfps
-            .values()
-            .filter(|r| r.request.contract == *contract)
-            .count()
+        self.lock().state.rfps_published(contract)
     }
 
-    /// How many RFPs exist in total (kept across restarts).
+    /// How many RFPs exist in total, closed rounds included (kept across restarts).
     #[must_use]
     pub fn rfp_count(&self) -> usize {
-        self.lock().state.rfps.len()
+        self.lock().state.rfp_count()
     }
 
     /// How many guests were ever rented for a contract, released ones
     /// included (kept across restarts).
     #[must_use]
     pub fn guests_rented(&self, contract: &ContractKey) -> usize {
-        self.lock()
-            .state
-            .guests
-            .values()
-            .filter(|g| g.agreement.contract == *contract)
-            .count()
+        self.lock().state.guests_rented(contract)
     }
 
     /// How many times `release` was called for a receipt by this instance
@@ -296,60 +278,24 @@ impl LocalMarket {
     #[must_use]
     pub fn running_guests(&self) -> usize {
         let now_ms = self.now_ms();
-        let inner = self.lock();
-        inner
-            .state
-            .guests
-            .values()
-            .filter(|g| g.holds_capacity(now_ms))
-            .count()
+        self.lock().state.running(now_ms)
     }
 
     /// Guests of one bidder that currently take its capacity.
     #[must_use]
     pub fn running_guests_of(&self, bidder: &str) -> usize {
         let now_ms = self.now_ms();
-        self.lock().running_of(bidder, now_ms)
+        self.lock().state.running_of(bidder, now_ms)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave the state half-changed:
-        // every change is built on a copy and swapped in whole.
+        // `MarketState::apply`, the one place that changes it, cannot panic.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn now_ms(&self) -> u64 {
         unix_ms(self.clock.now())
-    }
-
-    /// Applies `change` to the guest of `receipt` unless it is unknown or
-    /// released, and commits the result (on disk first, as every change).
-    fn change_unreleased_guest(
-        &self,
-        inner: &mut Inner,
-        receipt: &Receipt,
-        change: impl FnOnce(&mut GuestRecord),
-    ) -> Result<GuestChange, MarketError> {
-        let Some((id, guest)) = inner.guest(receipt)? else {
-            return Ok(GuestChange::Unknown);
-        };
-        if guest.is_released() {
-            return Ok(GuestChange::AlreadyReleased);
-        }
-        let id = id.clone();
-        let mut next = inner.state.clone();
-        if let Some(guest) = next.guests.get_mut(&id) {
-            change(guest);
-        }
-        self.commit(inner, next)?;
-        Ok(GuestChange::Made)
-    }
-
-    /// Persists `next` and only then makes it the market's state.
-    fn commit(&self, inner: &mut Inner, next: MarketState) -> Result<(), MarketError> {
-        self.store.save(&next)?;
-        inner.state = next;
-        Ok(())
     }
 
     /// Builds the guest record of an accepted bid.
@@ -391,7 +337,6 @@ impl LocalMarket {
             address: bidders::guest_address(self.seed, rfp),
             node_id: bidders::node_id(self.seed, rfp),
             node_lost: false,
-            released_at_ms: None,
         }
     }
 }
@@ -417,35 +362,63 @@ fn validate_request(rfp: &RequestForProposal) -> Result<(), MarketError> {
     })
 }
 
+/// The receipt of the guest `guest_id` whose agreement has the content id `cid`.
+fn receipt_of(guest_id: &str, cid: &str) -> Receipt {
+    Receipt {
+        uri: format!("{RECEIPT_PREFIX}{guest_id}"),
+        cid: cid.to_owned(),
+    }
+}
+
+/// The accepted bid of an RFP, and its receipt; `None` while it has none.
+fn accepted(state: &MarketState, rfp: &RfpId) -> Result<Option<(Bid, Receipt)>, MarketError> {
+    match state.rfp(rfp) {
+        RfpLookup::Unknown => Err(MarketError::UnknownRfp { rfp: rfp.clone() }),
+        RfpLookup::Closed(released) => {
+            let guest = bidders::guest_id(rfp);
+            Ok(Some((
+                released.bid.clone(),
+                receipt_of(&guest, &released.cid),
+            )))
+        }
+        RfpLookup::Open(open) => Ok(open
+            .guest
+            .as_deref()
+            .and_then(|id| state.guest(id))
+            .map(|guest| (guest.agreement.bid.clone(), guest.receipt.clone()))),
+    }
+}
+
 #[async_trait]
 impl Market for LocalMarket {
     async fn publish_rfp(&self, rfp: RequestForProposal) -> Result<RfpId, MarketError> {
         let mut inner = self.lock();
-        *inner.publish_calls.entry(rfp.contract.clone()).or_insert(0) += 1;
+        match inner.publish_calls.get_mut(&rfp.contract) {
+            Some(calls) => *calls += 1,
+            None => {
+                inner.publish_calls.insert(rfp.contract.clone(), 1);
+            }
+        }
         inner.take_fault(Operation::Publish)?;
         validate_request(&rfp)?;
-        let Some(id) = inner.open_round(&rfp.contract) else {
+        let Some(id) = inner.state.open_round(&rfp.contract) else {
             return Err(MarketError::InvalidRequest {
                 contract: rfp.contract.clone(),
                 reason: "every round of requests for proposal of this name is used".to_owned(),
             });
         };
-        if let Some(existing) = inner.state.rfps.get(&id) {
+        if let RfpLookup::Open(existing) = inner.state.rfp(&id) {
             if existing.request != rfp {
                 debug!(contract = %rfp.contract, rfp = %id, "rfp already published; keeping its first terms");
             }
             return Ok(id);
         }
-        let mut next = inner.state.clone();
-        next.rfps.insert(
-            id.clone(),
-            RfpRecord {
-                request: rfp.clone(),
-                guest: None,
-            },
-        );
-        self.commit(&mut inner, next)?;
-        info!(contract = %rfp.contract, rfp = %id, "rfp published");
+        let contract = rfp.contract.clone();
+        inner.commit(Change::Published {
+            rfp: id.clone(),
+            request: rfp,
+        })?;
+        info!(%contract, rfp = %id, "rfp published");
         Ok(id)
     }
 
@@ -453,18 +426,16 @@ impl Market for LocalMarket {
         let now_ms = self.now_ms();
         let mut inner = self.lock();
         inner.take_fault(Operation::CollectBids)?;
-        let record = inner.rfp(rfp)?;
-        if let Some(guest) = record
-            .guest
-            .as_ref()
-            .and_then(|id| inner.state.guests.get(id))
-        {
-            return Ok(vec![guest.agreement.bid.clone()]);
+        if let Some((bid, _)) = accepted(&inner.state, rfp)? {
+            return Ok(vec![bid]);
         }
+        let RfpLookup::Open(record) = inner.state.rfp(rfp) else {
+            return Err(MarketError::UnknownRfp { rfp: rfp.clone() });
+        };
         Ok(bidders::offers(
             &inner.bidders,
             &record.request.resources,
-            |did| inner.running_of(did, now_ms),
+            |did| inner.state.running_of(did, now_ms),
         ))
     }
 
@@ -472,25 +443,22 @@ impl Market for LocalMarket {
         let now_ms = self.now_ms();
         let mut inner = self.lock();
         inner.take_fault(Operation::Accept)?;
-        let record = inner.rfp(rfp)?;
-        if let Some(guest) = record
-            .guest
-            .as_ref()
-            .and_then(|id| inner.state.guests.get(id))
-        {
-            let winner = &guest.agreement.bid.bidder;
-            return if *winner == bid.bidder {
-                Ok(guest.receipt.clone())
+        if let Some((winner, receipt)) = accepted(&inner.state, rfp)? {
+            return if winner.bidder == bid.bidder {
+                Ok(receipt)
             } else {
                 Err(MarketError::RfpClosed {
                     rfp: rfp.clone(),
-                    winner: winner.clone(),
+                    winner: winner.bidder,
                 })
             };
         }
+        let RfpLookup::Open(record) = inner.state.rfp(rfp) else {
+            return Err(MarketError::UnknownRfp { rfp: rfp.clone() });
+        };
         let request = record.request.clone();
         let offered = bidders::offers(&inner.bidders, &request.resources, |did| {
-            inner.running_of(did, now_ms)
+            inner.state.running_of(did, now_ms)
         });
         let bidder = inner
             .bidders
@@ -505,13 +473,10 @@ impl Market for LocalMarket {
         let guest = self.rent(&request, rfp, &bidder, now_ms);
         guest.agreement.verify(&guest.receipt)?;
         let receipt = guest.receipt.clone();
-        let guest_id = bidders::guest_id(rfp);
-        let mut next = inner.state.clone();
-        if let Some(open) = next.rfps.get_mut(rfp) {
-            open.guest = Some(guest_id.clone());
-        }
-        next.guests.insert(guest_id, guest);
-        self.commit(&mut inner, next)?;
+        inner.commit(Change::Accepted {
+            guest: bidders::guest_id(rfp),
+            record: Box::new(guest),
+        })?;
         info!(contract = %request.contract, rfp = %rfp, bidder = %bid.bidder, uri = %receipt.uri, "bid accepted");
         Ok(receipt)
     }
@@ -521,8 +486,9 @@ impl Market for LocalMarket {
         let mut inner = self.lock();
         inner.take_fault(Operation::GuestStatus)?;
         match inner.guest(receipt)? {
-            Some((_, guest)) => Ok(guest.status_at(now_ms)),
-            None => Err(MarketError::GuestNotFound {
+            GuestLookup::Unreleased(_, guest) => Ok(guest.status_at(now_ms)),
+            GuestLookup::Released => Ok(GuestStatus::Terminated),
+            GuestLookup::Unknown => Err(MarketError::GuestNotFound {
                 uri: receipt.uri.clone(),
             }),
         }
@@ -531,16 +497,26 @@ impl Market for LocalMarket {
     async fn release(&self, receipt: &Receipt) -> Result<ReleaseOutcome, MarketError> {
         let now_ms = self.now_ms();
         let mut inner = self.lock();
-        *inner.release_calls.entry(receipt.uri.clone()).or_insert(0) += 1;
+        match inner.release_calls.get_mut(&receipt.uri) {
+            Some(calls) => *calls += 1,
+            None => {
+                inner.release_calls.insert(receipt.uri.clone(), 1);
+            }
+        }
         inner.take_fault(Operation::Release)?;
-        match self.change_unreleased_guest(&mut inner, receipt, |guest| {
-            guest.released_at_ms = Some(now_ms);
-        })? {
-            GuestChange::Made => info!(uri = %receipt.uri, "guest released"),
-            GuestChange::Unknown => {
+        match inner.guest(receipt)? {
+            GuestLookup::Unreleased(id, _) => {
+                let guest = id.to_owned();
+                inner.commit(Change::Released {
+                    guest,
+                    at_ms: now_ms,
+                })?;
+                info!(uri = %receipt.uri, "guest released");
+            }
+            GuestLookup::Unknown => {
                 debug!(uri = %receipt.uri, "release of an unknown guest: already gone");
             }
-            GuestChange::AlreadyReleased => {}
+            GuestLookup::Released => {}
         }
         Ok(ReleaseOutcome::Confirmed)
     }
@@ -549,23 +525,22 @@ impl Market for LocalMarket {
         let now_ms = self.now_ms();
         let mut inner = self.lock();
         inner.take_fault(Operation::Lookup)?;
-        Ok(inner
-            .guest(receipt)?
-            .filter(|(_, guest)| !guest.is_released())
-            .map(|(_, guest)| guest.info(now_ms)))
+        match inner.guest(receipt)? {
+            GuestLookup::Unreleased(_, guest) => Ok(Some(guest.info(now_ms))),
+            GuestLookup::Released | GuestLookup::Unknown => Ok(None),
+        }
     }
 
     async fn adopt(&self, receipt: &Receipt) -> Result<GuestInfo, MarketError> {
         let now_ms = self.now_ms();
         let mut inner = self.lock();
         inner.take_fault(Operation::Adopt)?;
-        let info = inner
-            .guest(receipt)?
-            .filter(|(_, guest)| !guest.is_released())
-            .map(|(_, guest)| guest.info(now_ms))
-            .ok_or_else(|| MarketError::GuestNotFound {
+        let GuestLookup::Unreleased(_, guest) = inner.guest(receipt)? else {
+            return Err(MarketError::GuestNotFound {
                 uri: receipt.uri.clone(),
-            })?;
+            });
+        };
+        let info = guest.info(now_ms);
         info!(uri = %receipt.uri, contract = %info.contract, "guest adopted");
         Ok(info)
     }

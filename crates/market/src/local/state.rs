@@ -1,310 +1,405 @@
-//! What the local market remembers (RFPs and guests) and how it keeps it in a
-//! directory across restarts.
+//! The local market's state, changed in place by one [`Change`] at a time.
+//!
+//! A change is also what the journal appends, so replaying the journal
+//! rebuilds the same state. The state keeps the counts every call needs
+//! (guests taking each bidder's capacity, closed rounds per contract), so no
+//! call scans the RFPs or the guests: a call costs the same with ten guests
+//! and with ten thousand.
 
-use std::collections::BTreeMap;
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
-use super::Agreement;
-use crate::{GuestInfo, GuestStatus, MarketError, Receipt, RequestForProposal, RfpId};
+use super::bidders;
+use super::records::{GuestRecord, ReleasedGuest, RfpRecord};
+use crate::{ContractKey, RequestForProposal, RfpId};
 
-/// The state file's format version; bump it on an incompatible change.
-const STATE_VERSION: u32 = 1;
-/// The state file inside the state directory.
-const STATE_FILE: &str = "local-market.json";
+/// One change to the market, as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "camelCase")]
+pub(crate) enum Change {
+    /// An RFP of a contract's open round was published.
+    Published {
+        rfp: RfpId,
+        request: RequestForProposal,
+    },
+    /// A bid on an RFP was accepted: the guest is rented.
+    Accepted {
+        guest: String,
+        record: Box<GuestRecord>,
+    },
+    /// A guest's node left the cluster.
+    NodeLost { guest: String },
+    /// A guest was released: its round closes and its capacity is free.
+    Released {
+        guest: String,
+        #[serde(rename = "atMs")]
+        at_ms: u64,
+    },
+    /// A guest released before the journal was last compacted (only a
+    /// compacted journal holds these).
+    Tombstone {
+        guest: String,
+        released: ReleasedGuest,
+    },
+}
 
-/// Everything the local market must find again after a restart.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What a call finds under an RFP id.
+pub(crate) enum RfpLookup<'a> {
+    /// The RFP of its contract's open round, accepted or not.
+    Open(&'a RfpRecord),
+    /// A round whose guest was released.
+    Closed(&'a ReleasedGuest),
+    /// This market never published it.
+    Unknown,
+}
+
+/// The guests of one bidder that take its capacity.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct BidderLoad {
+    /// Unreleased guests that boot: each takes a slot until released.
+    booting: usize,
+    /// Unreleased guests whose boot fails, by the time they stop taking a
+    /// slot (the end of their boot delay).
+    failing_until: BTreeMap<u64, usize>,
+}
+
+impl BidderLoad {
+    fn running(&self, now_ms: u64) -> usize {
+        let still_booting = self
+            .failing_until
+            .range((Bound::Excluded(now_ms), Bound::Unbounded))
+            .map(|(_, n)| n)
+            .sum::<usize>();
+        self.booting + still_booting
+    }
+
+    fn add(&mut self, guest: &GuestRecord) {
+        match guest.fails_at_ms() {
+            None => self.booting += 1,
+            Some(at) => *self.failing_until.entry(at).or_default() += 1,
+        }
+    }
+
+    fn remove(&mut self, guest: &GuestRecord) {
+        match guest.fails_at_ms() {
+            None => self.booting = self.booting.saturating_sub(1),
+            Some(at) => {
+                if let Some(n) = self.failing_until.get_mut(&at) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.failing_until.remove(&at);
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.booting == 0 && self.failing_until.is_empty()
+    }
+}
+
+/// Everything the local market must find again after a restart, and the
+/// counts derived from it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct MarketState {
-    pub version: u32,
-    /// Published RFPs by id (one per contract key).
-    pub rfps: BTreeMap<RfpId, RfpRecord>,
-    /// Rented guests by guest id, released ones included (as tombstones, so a
-    /// late status poll still says Terminated).
-    pub guests: BTreeMap<String, GuestRecord>,
+    /// The RFPs of every contract's open round, by id.
+    rfps: HashMap<RfpId, RfpRecord>,
+    /// Unreleased guests by guest id.
+    guests: HashMap<String, GuestRecord>,
+    /// Released guests by guest id, so a late status poll still says
+    /// Terminated and a closed RFP still answers with its bid.
+    released: HashMap<String, ReleasedGuest>,
+    /// Per contract, how many of its rounds closed (guests released): the
+    /// number of its open round.
+    closed_rounds: HashMap<ContractKey, u64>,
+    /// Per bidder DID, its guests that take capacity.
+    load: HashMap<String, BidderLoad>,
 }
 
-/// A published RFP and, once accepted, its guest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct RfpRecord {
-    pub request: RequestForProposal,
-    pub guest: Option<String>,
-}
-
-/// A rented guest. Its timeline is fixed at acceptance, so its status is a
-/// pure function of the clock.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct GuestRecord {
-    pub agreement: Agreement,
-    pub receipt: Receipt,
-    pub accepted_at_ms: u64,
-    pub boot_delay_ms: u64,
-    pub register_delay_ms: u64,
-    /// Why the boot fails, when it does (decided at acceptance).
-    pub failure: Option<String>,
-    pub address: String,
-    pub node_id: String,
-    pub released_at_ms: Option<u64>,
-    /// The node left the cluster ([`super::LocalMarket::lose_node`]): the
-    /// guest still runs on the network but reports no node identity.
-    #[serde(default)]
-    pub node_lost: bool,
-}
-
-impl GuestRecord {
-    /// The guest's status at `now_ms`: Booting for the first half of the boot
-    /// delay, Started for the second, then Failed or OnNetwork, then
-    /// NodeRegistered after the register delay; Terminated once released.
-    pub fn status_at(&self, now_ms: u64) -> GuestStatus {
-        if self.released_at_ms.is_some() {
-            return GuestStatus::Terminated;
-        }
-        let elapsed = now_ms.saturating_sub(self.accepted_at_ms);
-        if elapsed < self.boot_delay_ms {
-            return if elapsed.saturating_mul(2) < self.boot_delay_ms {
-                GuestStatus::Booting
-            } else {
-                GuestStatus::Started
-            };
-        }
-        if let Some(reason) = &self.failure {
-            return GuestStatus::Failed {
-                reason: reason.clone(),
-            };
-        }
-        if self.node_lost || elapsed < self.boot_delay_ms.saturating_add(self.register_delay_ms) {
-            GuestStatus::OnNetwork {
-                address: Some(self.address.clone()),
-            }
-        } else {
-            GuestStatus::NodeRegistered {
-                address: Some(self.address.clone()),
-                node_id: self.node_id.clone(),
-            }
-        }
-    }
-
-    /// True while the guest takes one of its provider's capacity slots: until
-    /// it is released, or until its boot has failed (the provider gave up).
-    pub fn holds_capacity(&self, now_ms: u64) -> bool {
-        self.released_at_ms.is_none()
-            && !(self.failure.is_some()
-                && now_ms.saturating_sub(self.accepted_at_ms) >= self.boot_delay_ms)
-    }
-
-    pub fn is_released(&self) -> bool {
-        self.released_at_ms.is_some()
-    }
-
-    pub fn info(&self, now_ms: u64) -> GuestInfo {
-        GuestInfo {
-            receipt: self.receipt.clone(),
-            rfp: self.agreement.rfp.clone(),
-            contract: self.agreement.contract.clone(),
-            owner_did: self.agreement.owner_did.clone(),
-            provider: self.agreement.bid.bidder.clone(),
-            price: self.agreement.bid.price.clone(),
-            status: self.status_at(now_ms),
-        }
-    }
-}
-
-/// Milliseconds since the Unix epoch (0 before it).
-pub(crate) fn unix_ms(time: SystemTime) -> u64 {
-    time.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, duration_ms)
-}
-
-/// A duration in whole milliseconds, saturating.
-pub(crate) fn duration_ms(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Reads and atomically writes the state file; does nothing without a directory.
-#[derive(Debug, Clone)]
-pub(crate) struct StateStore {
-    dir: Option<PathBuf>,
-}
-
-impl StateStore {
-    pub fn new(dir: Option<PathBuf>) -> Self {
-        Self { dir }
-    }
-
-    /// The saved state, or an empty one when there is no directory or file.
-    pub fn load(&self) -> Result<MarketState, MarketError> {
-        let empty = MarketState {
-            version: STATE_VERSION,
-            ..MarketState::default()
-        };
-        let Some(dir) = &self.dir else {
-            return Ok(empty);
-        };
-        let path = dir.join(STATE_FILE);
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(empty),
-            Err(source) => {
-                return Err(MarketError::State {
-                    action: "read",
-                    path,
-                    source,
+impl MarketState {
+    /// Applies `change` in place. Total: a change that names something this
+    /// state does not hold changes nothing (only a hand-edited journal has
+    /// one), so a replay never stops half way.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::Published { rfp, request } => {
+                self.rfps.entry(rfp).or_insert(RfpRecord {
+                    request,
+                    guest: None,
                 });
             }
-        };
-        let state: MarketState =
-            serde_json::from_slice(&bytes).map_err(|source| MarketError::CorruptState {
-                path: path.clone(),
-                source,
-            })?;
-        if state.version != STATE_VERSION {
-            return Err(MarketError::CorruptState {
-                path,
-                source: <serde_json::Error as serde::de::Error>::custom(format!(
-                    "unsupported state version {} (expected {STATE_VERSION})",
-                    state.version
-                )),
-            });
+            Change::Accepted { guest, record } => {
+                if let Some(rfp) = self.rfps.get_mut(&record.agreement.rfp) {
+                    rfp.guest = Some(guest.clone());
+                }
+                self.load
+                    .entry(record.agreement.bid.bidder.clone())
+                    .or_default()
+                    .add(&record);
+                if let Some(replaced) = self.guests.insert(guest, *record) {
+                    self.unload(&replaced);
+                }
+            }
+            Change::NodeLost { guest } => {
+                if let Some(record) = self.guests.get_mut(&guest) {
+                    record.node_lost = true;
+                }
+            }
+            Change::Released { guest, at_ms } => {
+                if let Some(record) = self.guests.remove(&guest) {
+                    self.unload(&record);
+                    self.rfps.remove(&record.agreement.rfp);
+                    self.close(guest, record.tombstone(at_ms));
+                }
+            }
+            Change::Tombstone { guest, released } => {
+                if !self.released.contains_key(&guest) {
+                    self.close(guest, released);
+                }
+            }
         }
-        Ok(state)
     }
 
-    /// Writes `state` so that a crash leaves either the old or the new file:
-    /// a temporary file, fsync, rename over the old one, fsync the directory.
-    pub fn save(&self, state: &MarketState) -> Result<(), MarketError> {
-        let Some(dir) = &self.dir else {
-            return Ok(());
-        };
-        let path = dir.join(STATE_FILE);
-        let bytes =
-            serde_json::to_vec_pretty(state).map_err(|source| MarketError::CorruptState {
-                path: path.clone(),
-                source,
-            })?;
-        write_atomically(dir, &path, &bytes).map_err(|source| MarketError::State {
-            action: "write",
-            path,
-            source,
-        })
+    fn unload(&mut self, record: &GuestRecord) {
+        let bidder = &record.agreement.bid.bidder;
+        if let Some(load) = self.load.get_mut(bidder) {
+            load.remove(record);
+            if load.is_empty() {
+                self.load.remove(bidder);
+            }
+        }
     }
-}
 
-fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    fs::create_dir_all(dir)?;
-    let temporary = dir.join(format!("{STATE_FILE}.tmp"));
-    {
-        let mut file = fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
+    fn close(&mut self, guest: String, released: ReleasedGuest) {
+        *self
+            .closed_rounds
+            .entry(released.contract.clone())
+            .or_default() += 1;
+        self.released.insert(guest, released);
     }
-    fs::rename(&temporary, path)?;
-    // Make the rename itself durable; not every platform can open a directory.
-    if let Ok(directory) = fs::File::open(dir) {
-        directory.sync_all()?;
+
+    /// The id of the contract's open round's RFP, published or not yet. A
+    /// released guest closes its round, so a new object under a released
+    /// contract's name rents a new machine, while publishing again for the
+    /// same object (a restart before the receipt was recorded) finds the RFP
+    /// it already has. Rounds close in order: only the open one can be
+    /// published, accepted and released. `None` after `u32::MAX` rounds.
+    pub fn open_round(&self, contract: &ContractKey) -> Option<RfpId> {
+        let closed = self.closed_rounds.get(contract).copied().unwrap_or(0);
+        u32::try_from(closed)
+            .ok()
+            .map(|round| bidders::rfp_id(contract, round))
     }
-    Ok(())
+
+    pub fn rfp(&self, id: &RfpId) -> RfpLookup<'_> {
+        if let Some(open) = self.rfps.get(id) {
+            return RfpLookup::Open(open);
+        }
+        // One guest per RFP, its id derived from the RFP's.
+        match self.released.get(&bidders::guest_id(id)) {
+            Some(released) if released.rfp == *id => RfpLookup::Closed(released),
+            _ => RfpLookup::Unknown,
+        }
+    }
+
+    pub fn guest(&self, id: &str) -> Option<&GuestRecord> {
+        self.guests.get(id)
+    }
+
+    pub fn released(&self, id: &str) -> Option<&ReleasedGuest> {
+        self.released.get(id)
+    }
+
+    /// Guests of `bidder` that take its capacity at `now_ms`.
+    pub fn running_of(&self, bidder: &str, now_ms: u64) -> usize {
+        self.load.get(bidder).map_or(0, |load| load.running(now_ms))
+    }
+
+    /// Guests that take capacity at `now_ms`, of every bidder.
+    pub fn running(&self, now_ms: u64) -> usize {
+        self.load.values().map(|load| load.running(now_ms)).sum()
+    }
+
+    /// RFPs ever published for `contract`: one per closed round, and the
+    /// open round's once published.
+    pub fn rfps_published(&self, contract: &ContractKey) -> usize {
+        let closed = self.closed_rounds.get(contract).copied().unwrap_or(0);
+        let open = self
+            .open_round(contract)
+            .is_some_and(|id| self.rfps.contains_key(&id));
+        usize::try_from(closed).unwrap_or(usize::MAX) + usize::from(open)
+    }
+
+    /// Guests ever rented for `contract`: one per closed round, and the open
+    /// round's once accepted.
+    pub fn guests_rented(&self, contract: &ContractKey) -> usize {
+        let closed = self.closed_rounds.get(contract).copied().unwrap_or(0);
+        let open = self
+            .open_round(contract)
+            .and_then(|id| self.rfps.get(&id))
+            .is_some_and(|rfp| rfp.guest.is_some());
+        usize::try_from(closed).unwrap_or(usize::MAX) + usize::from(open)
+    }
+
+    /// RFPs ever published, closed rounds included.
+    pub fn rfp_count(&self) -> usize {
+        self.rfps.len() + self.released.len()
+    }
+
+    pub fn open_rfps(&self) -> usize {
+        self.rfps.len()
+    }
+
+    pub fn unreleased_guests(&self) -> usize {
+        self.guests.len()
+    }
+
+    pub fn released_guests(&self) -> usize {
+        self.released.len()
+    }
+
+    /// How many changes a compacted journal of this state holds.
+    pub fn records(&self) -> usize {
+        self.rfps.len() + self.guests.len() + self.released.len()
+    }
+
+    /// The changes that rebuild this state from nothing: what a compacted
+    /// journal holds. RFPs come before the guests accepted on them.
+    pub fn snapshot(&self) -> impl Iterator<Item = Change> + '_ {
+        let released = self
+            .released
+            .iter()
+            .map(|(guest, released)| Change::Tombstone {
+                guest: guest.clone(),
+                released: released.clone(),
+            });
+        let published = self.rfps.iter().map(|(rfp, record)| Change::Published {
+            rfp: rfp.clone(),
+            request: record.request.clone(),
+        });
+        let accepted = self.guests.iter().map(|(guest, record)| Change::Accepted {
+            guest: guest.clone(),
+            record: Box::new(record.clone()),
+        });
+        released.chain(published).chain(accepted)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::{Bid, ContractKey, Location, Price, Resources};
+    use crate::local::records::tests::record;
+    use crate::{Location, Resources};
 
-    fn record(boot_delay_ms: u64, failure: Option<&str>) -> GuestRecord {
-        let agreement = Agreement {
-            rfp: RfpId::new("rfp-1"),
-            contract: ContractKey::new("ns", "c"),
-            owner_did: "did:owner".to_owned(),
+    fn request(contract: &str) -> RequestForProposal {
+        RequestForProposal {
+            contract: ContractKey::new("ns", contract),
             resources: Resources::default(),
             location: Location::default(),
-            bid: Bid::new("did:p", Price::hourly(1, "EUR")),
-        };
-        GuestRecord {
-            receipt: Receipt {
-                uri: "local://guests/g-1".to_owned(),
-                cid: agreement.content_id(),
-            },
-            agreement,
-            accepted_at_ms: 1_000,
-            boot_delay_ms,
-            register_delay_ms: 100,
-            failure: failure.map(str::to_owned),
-            address: "10.1.2.3".to_owned(),
-            node_id: "guest-1".to_owned(),
-            released_at_ms: None,
-            node_lost: false,
+            owner_did: "did:owner".to_owned(),
         }
     }
 
-    #[test]
-    fn status_follows_the_timeline() {
-        let guest = record(1_000, None);
-        assert_eq!(guest.status_at(500), GuestStatus::Booting);
-        assert_eq!(guest.status_at(1_499), GuestStatus::Booting);
-        assert_eq!(guest.status_at(1_500), GuestStatus::Started);
-        assert_eq!(guest.status_at(2_000).address(), Some("10.1.2.3"));
-        assert!(matches!(
-            guest.status_at(2_050),
-            GuestStatus::OnNetwork { .. }
-        ));
-        assert!(matches!(
-            guest.status_at(2_100),
-            GuestStatus::NodeRegistered { .. }
-        ));
-        assert!(guest.holds_capacity(5_000));
-        let mut released = guest;
-        released.released_at_ms = Some(3_000);
-        assert_eq!(released.status_at(2_000), GuestStatus::Terminated);
-        assert!(!released.holds_capacity(2_000));
+    /// Publishes and accepts the open round of `contract`; returns the guest id.
+    fn rent(state: &mut MarketState, contract: &str, failure: Option<&str>) -> String {
+        let rfp = state.open_round(&ContractKey::new("ns", contract)).unwrap();
+        state.apply(Change::Published {
+            rfp: rfp.clone(),
+            request: request(contract),
+        });
+        let mut guest = record(contract, 1_000, failure);
+        guest.agreement.rfp = rfp.clone();
+        let id = bidders::guest_id(&rfp);
+        state.apply(Change::Accepted {
+            guest: id.clone(),
+            record: Box::new(guest),
+        });
+        id
     }
 
     #[test]
-    fn a_failed_boot_frees_capacity_when_it_fails() {
-        let guest = record(1_000, Some("boom"));
-        assert!(guest.holds_capacity(1_999));
-        assert_eq!(guest.status_at(1_999), GuestStatus::Started);
-        assert!(!guest.holds_capacity(2_000));
-        assert!(matches!(guest.status_at(2_000), GuestStatus::Failed { .. }));
+    fn running_counts_follow_accepts_boot_failures_and_releases() {
+        let mut state = MarketState::default();
+        let a = rent(&mut state, "a", None);
+        rent(&mut state, "b", Some("boom"));
+        assert_eq!(state.running_of("did:p", 1_999), 2);
+        assert_eq!(state.running_of("did:p", 2_000), 1, "b's boot failed");
+        assert_eq!(state.running_of("did:other", 0), 0);
+        state.apply(Change::Released {
+            guest: a.clone(),
+            at_ms: 3_000,
+        });
+        assert_eq!(state.running(1_500), 1);
+        assert!(state.guest(&a).is_none());
+        assert_eq!(state.released(&a).unwrap().released_at_ms, 3_000);
+        // A second release of the same guest changes nothing.
+        let before = state.clone();
+        state.apply(Change::Released {
+            guest: a,
+            at_ms: 4_000,
+        });
+        assert_eq!(state, before);
     }
 
     #[test]
-    fn saved_state_loads_back_and_no_dir_means_memory_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = StateStore::new(Some(dir.path().join("nested")));
-        let mut state = store.load().unwrap();
-        assert!(state.guests.is_empty());
-        state.guests.insert("g-1".to_owned(), record(0, None));
-        store.save(&state).unwrap();
-        store.save(&state).unwrap();
-        assert_eq!(store.load().unwrap(), state);
-        assert!(
-            !dir.path()
-                .join("nested")
-                .join("local-market.json.tmp")
-                .exists()
+    fn a_release_closes_the_round_and_the_next_one_opens() {
+        let mut state = MarketState::default();
+        let key = ContractKey::new("ns", "a");
+        let first_rfp = state.open_round(&key).unwrap();
+        let first = rent(&mut state, "a", None);
+        assert_eq!(state.open_round(&key).unwrap(), first_rfp);
+        assert_eq!(
+            (state.rfps_published(&key), state.guests_rented(&key)),
+            (1, 1)
         );
-        StateStore::new(None).save(&state).unwrap();
-        assert!(StateStore::new(None).load().unwrap().guests.is_empty());
+        state.apply(Change::Released {
+            guest: first,
+            at_ms: 2_000,
+        });
+        let second_rfp = state.open_round(&key).unwrap();
+        assert_ne!(second_rfp, first_rfp);
+        assert!(matches!(state.rfp(&first_rfp), RfpLookup::Closed(_)));
+        assert!(matches!(state.rfp(&second_rfp), RfpLookup::Unknown));
+        assert_eq!(
+            (state.rfps_published(&key), state.guests_rented(&key)),
+            (1, 1)
+        );
+        rent(&mut state, "a", None);
+        assert_eq!(
+            (state.rfps_published(&key), state.guests_rented(&key)),
+            (2, 2)
+        );
+        assert_eq!(state.rfp_count(), 2);
+        assert!(matches!(state.rfp(&second_rfp), RfpLookup::Open(_)));
     }
 
     #[test]
-    fn corrupt_or_future_state_is_an_error_not_an_empty_market() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = StateStore::new(Some(dir.path().to_owned()));
-        fs::write(dir.path().join(STATE_FILE), b"{not json").unwrap();
-        let err = store.load().unwrap_err();
-        assert_eq!(err.category(), "corrupt_state");
-        assert!(!err.is_retryable());
-        fs::write(
-            dir.path().join(STATE_FILE),
-            br#"{"version":99,"rfps":{},"guests":{}}"#,
-        )
-        .unwrap();
-        assert_eq!(store.load().unwrap_err().category(), "corrupt_state");
+    fn the_snapshot_rebuilds_the_same_state() {
+        let mut state = MarketState::default();
+        for contract in ["a", "b", "c"] {
+            rent(&mut state, contract, None);
+        }
+        let released = rent(&mut state, "d", Some("boom"));
+        state.apply(Change::Released {
+            guest: released,
+            at_ms: 5_000,
+        });
+        rent(&mut state, "d", None);
+        let lost = rent(&mut state, "e", None);
+        state.apply(Change::NodeLost { guest: lost });
+        state.apply(Change::Published {
+            rfp: state.open_round(&ContractKey::new("ns", "f")).unwrap(),
+            request: request("f"),
+        });
+        let mut rebuilt = MarketState::default();
+        for change in state.snapshot() {
+            rebuilt.apply(change);
+        }
+        assert_eq!(rebuilt, state);
+        assert_eq!(state.snapshot().count(), state.records());
     }
 }
