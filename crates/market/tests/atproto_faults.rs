@@ -319,3 +319,34 @@ async fn pushes_naming_us_by_did_web_with_a_port_are_taken() {
     h.quiet().await;
     assert_eq!(h.inbox().events_for(&receipt.uri).len(), 2);
 }
+
+#[tokio::test]
+async fn a_provider_still_provisioning_is_booting_until_the_timeout() {
+    let h = Harness::start(vec![usd_hourly(0.05)]).await;
+    h.net.faults.set_bidder(BidderKnobs {
+        // Longer than the test: the provider never reports within it.
+        provisioning_delay: Duration::from_secs(3600),
+        ..BidderKnobs::default()
+    });
+    let market = h.market();
+    let rfp = market.publish_rfp(request("c")).await.unwrap();
+    market.settled().await;
+    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
+    let receipt = market.accept(&rfp, &bid).await.unwrap();
+    assert_eq!(
+        market.guest_status(&receipt).await.unwrap(),
+        GuestStatus::Booting
+    );
+    h.clock
+        .advance(h.config.timeouts.provisioning - Duration::from_secs(1));
+    assert_eq!(
+        market.guest_status(&receipt).await.unwrap(),
+        GuestStatus::Booting,
+        "not failed a second before the timeout"
+    );
+    h.clock.advance(Duration::from_secs(1));
+    assert!(matches!(
+        market.guest_status(&receipt).await.unwrap(),
+        GuestStatus::Failed { .. }
+    ));
+}

@@ -1,8 +1,8 @@
 //! Runs the fake PLC, PDS and relay standalone and prints their URLs.
 //!
 //! `atproto-fake --pds 127.0.0.1:2583 --plc 127.0.0.1:2582 --relay 127.0.0.1:2584
-//! --account alice.test:password` (every flag optional; ports default to
-//! ephemeral ones).
+//! --account alice.test:password --bidder cheap.test:0.05 --bidder free.test:free`
+//! (every flag optional; ports default to ephemeral ones).
 
 use std::net::SocketAddr;
 
@@ -24,6 +24,26 @@ struct Args {
     /// Accounts to create, as handle:password (repeatable).
     #[arg(long = "account")]
     accounts: Vec<String>,
+    /// Fake compute bidders, as handle:cost (USD per hour, or `free`)
+    /// (repeatable); each serves on its own loopback port.
+    #[arg(long = "bidder")]
+    bidders: Vec<String>,
+}
+
+/// `handle:cost` -> the bidder's options.
+fn bidder_options(spec: &str) -> anyhow::Result<atproto_fake::bidder::BidderOptions> {
+    use atproto_fake::bidder::{BidderOptions, Offer};
+    let (handle, cost) = spec.split_once(':').context("--bidder is handle:cost")?;
+    let offer = if cost == "free" {
+        Offer::Free
+    } else {
+        Offer::X402 {
+            cost: cost.parse().context("--bidder cost is a number or free")?,
+            currency: "USD".to_owned(),
+            frequency: "hourly".to_owned(),
+        }
+    };
+    Ok(BidderOptions::new(handle, offer))
 }
 
 #[tokio::main]
@@ -32,7 +52,7 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let args = Args::parse();
-    let net = atproto_fake::FakeNetwork::start_on(atproto_fake::Addresses {
+    let mut net = atproto_fake::FakeNetwork::start_on(atproto_fake::Addresses {
         plc: args.plc,
         pds: args.pds,
         relay: args.relay,
@@ -51,6 +71,13 @@ async fn main() -> anyhow::Result<()> {
             .create_account(handle, &password.into())
             .map_err(|e| anyhow::anyhow!("creating {handle}: {}", e.message))?;
         println!("account {} {}", created.handle, created.did);
+    }
+    for spec in &args.bidders {
+        let bidder = net
+            .start_bidder(bidder_options(spec)?)
+            .await
+            .with_context(|| format!("starting bidder {spec}"))?;
+        println!("bidder {} {}", bidder.did(), bidder.url());
     }
     tokio::select! {
         () = net.wait() => {}
