@@ -8,6 +8,7 @@
 //! an Infra into its publishable declaration and hash.
 #![deny(missing_docs)]
 
+pub mod atproto_market;
 pub mod cluster;
 pub mod common;
 pub mod compute_contract;
@@ -18,6 +19,7 @@ pub mod names;
 pub mod nodeclaim;
 pub mod requester;
 
+pub use atproto_market::*;
 pub use cluster::*;
 pub use common::*;
 pub use compute_contract::*;

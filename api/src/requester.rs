@@ -5,6 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::atproto_market::AtprotoMarket;
 use crate::common::{MAX_COUNT, MAX_EXACT_INTEGER};
 use crate::condition::Condition;
 use crate::names::DID_PATTERN;
@@ -56,7 +57,7 @@ fn default_boot_delay_millis() -> u32 {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RequesterSpec {
-    /// The market contracts are rented on: at most one kind of market is set.
+    /// The market contracts are rented on: exactly one kind of market is set.
     pub market: Market,
     /// Seconds bids are collected after a request for proposal is published, 1 to 3600.
     #[serde(default = "default_bid_window_seconds")]
@@ -68,15 +69,17 @@ pub struct RequesterSpec {
     pub max_in_flight: u32,
 }
 
-/// The market a Requester uses. At most one field is set; real market adapters
-/// are added here later as further optional fields.
+/// The market a Requester uses: exactly one field is set.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{"rule": "[has(self.local)].filter(x, x).size() <= 1", "message": "set at most one market"}]))]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "[has(self.local), has(self.atproto)].filter(x, x).size() == 1", "message": "set exactly one market: local or atproto"}]))]
 pub struct Market {
     /// The embedded simulated market: seeded, deterministic bidders in this process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalMarket>,
+    /// The public atproto compute market, through the Requester's own account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atproto: Option<AtprotoMarket>,
 }
 
 /// The kind of market a Requester uses (for the Market column).
@@ -85,13 +88,22 @@ pub struct Market {
 pub enum MarketKind {
     /// The embedded simulated market.
     Local,
+    /// The public atproto compute market.
+    Atproto,
 }
 
 impl Market {
-    /// The kind of market that is set, if any.
+    /// The kind of market that is set, if any (local first, should a spec
+    /// that skipped validation set both).
     #[must_use]
     pub fn kind(&self) -> Option<MarketKind> {
-        self.local.as_ref().map(|_| MarketKind::Local)
+        if self.local.is_some() {
+            Some(MarketKind::Local)
+        } else if self.atproto.is_some() {
+            Some(MarketKind::Atproto)
+        } else {
+            None
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use api::{Cluster, ComputeContract, Infra, NodeClaim, Requester};
 use apiextensions::StructuralSchema;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -29,8 +29,18 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Every document of every example file, as (file name, document).
 fn example_documents() -> Vec<(String, Value)> {
+    documents_in(&repo_root().join("examples"))
+}
+
+/// The atproto market's example: a subdirectory, so `kubectl apply -f
+/// examples/` never starts renting real machines.
+fn atproto_documents() -> Vec<(String, Value)> {
+    documents_in(&repo_root().join("examples/atproto"))
+}
+
+fn documents_in(dir: &Path) -> Vec<(String, Value)> {
     let mut documents = Vec::new();
-    for path in yaml_files(&repo_root().join("examples")) {
+    for path in yaml_files(dir) {
         let text = std::fs::read_to_string(&path).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         for document in serde_yaml::Deserializer::from_str(&text) {
@@ -83,6 +93,7 @@ fn parse_typed(what: &str, document: &Value) {
         "Infra" => serde_json::from_value::<Infra>(document.clone()).map(drop),
         "ComputeContract" => serde_json::from_value::<ComputeContract>(document.clone()).map(drop),
         "Requester" => serde_json::from_value::<Requester>(document.clone()).map(drop),
+        "Secret" => serde_json::from_value::<Secret>(document.clone()).map(drop),
         other => panic!("{what}: no example should hold a {other:?}"),
     };
     if let Err(e) = result {
@@ -103,11 +114,12 @@ fn every_example_parses_into_the_api_types() {
     }
 }
 
-#[test]
-fn every_custom_resource_example_passes_its_crd_schema() {
+/// Checks every custom resource of `documents` against its CRD schema as the
+/// API server would; returns how many were checked.
+fn check_against_crds(documents: Vec<(String, Value)>) -> usize {
     let schemas = crd_schemas();
     let mut checked = 0;
-    for (file, document) in example_documents() {
+    for (file, document) in documents {
         let what = describe(&file, &document);
         let api_version = document["apiVersion"].as_str().unwrap_or_default();
         if !api_version.starts_with("socialweb.computer/") {
@@ -133,10 +145,46 @@ fn every_custom_resource_example_passes_its_crd_schema() {
         assert!(errors.is_empty(), "{what}: invalid: {errors:#?}");
         checked += 1;
     }
+    checked
+}
+
+#[test]
+fn every_custom_resource_example_passes_its_crd_schema() {
+    let checked = check_against_crds(example_documents());
     assert!(
         checked >= 5,
         "expected a Requester, a Cluster and 3 NodeClaims, checked {checked}"
     );
+}
+
+#[test]
+fn the_atproto_example_is_a_secret_and_a_valid_requester_that_uses_it() {
+    let documents = atproto_documents();
+    for (file, document) in &documents {
+        parse_typed(&describe(file, document), document);
+        assert_eq!(
+            document["metadata"]["namespace"],
+            api::DEFAULT_CONTRACT_NAMESPACE
+        );
+    }
+    assert_eq!(check_against_crds(documents.clone()), 1);
+    let find = |kind: &str| {
+        documents
+            .iter()
+            .map(|(_, d)| d)
+            .find(|d| d["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in examples/atproto"))
+    };
+    let secret = find("Secret");
+    let market = &find("Requester")["spec"]["market"]["atproto"];
+    for reference in ["appPasswordSecretRef", "signingKeySecretRef"] {
+        assert_eq!(market[reference]["name"], secret["metadata"]["name"]);
+        let key = market[reference]["key"].as_str().unwrap();
+        assert!(
+            secret["stringData"].get(key).is_some(),
+            "{reference} names key {key}, which the Secret lacks"
+        );
+    }
 }
 
 #[test]

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{
-    ComputeContractPhase, ComputeContractSpec, InfraSpec, MarketKind, NodeClaim, NodeClaimPhase,
-    NodeClaimSpec, NodeClaimStatus, RequesterSpec, Role,
+    AtprotoTimeouts, ComputeContractPhase, ComputeContractSpec, InfraSpec, MarketKind, NodeClaim,
+    NodeClaimPhase, NodeClaimSpec, NodeClaimStatus, RequesterSpec, Role, SigningKeyAlgorithm,
 };
 use kube::Resource;
 use serde_json::json;
@@ -47,6 +47,41 @@ fn requester_defaults_and_market_kind() {
     assert_eq!(local.bidders[0].boot_delay_millis, 2000);
     assert_eq!(local.bidders[0].failure_rate, 0);
     assert_eq!(spec.market.kind(), Some(MarketKind::Local));
+}
+
+#[test]
+fn an_atproto_market_gets_its_defaults_and_kind() {
+    let spec: RequesterSpec = serde_json::from_value(json!({
+        "market": {"atproto": {
+            "pdsUrl": "https://pds.example.org",
+            "account": "did:plc:ewvi7nxzyoun6zhxrhs64oiz",
+            "appPasswordSecretRef": {"name": "atproto", "key": "app-password"},
+            "signingKeySecretRef": {"name": "atproto", "key": "signing-key"},
+            "relayUrl": "https://relay.example.org",
+            "publicUrl": "https://market.example.org",
+        }}
+    }))
+    .unwrap();
+    assert_eq!(spec.market.kind(), Some(MarketKind::Atproto));
+    let atproto = spec.market.atproto.as_ref().unwrap();
+    assert_eq!(atproto.plc_url, "https://plc.directory");
+    assert_eq!(
+        atproto.signing_key_algorithm,
+        SigningKeyAlgorithm::Secp256k1
+    );
+    assert_eq!(atproto.timeouts, AtprotoTimeouts::default());
+    assert_eq!(atproto.timeouts.request_seconds, 10);
+    assert!(atproto.bidders.is_empty());
+    // What the API server stores names the Secrets' keys, never their content.
+    let stored = serde_json::to_value(&spec).unwrap();
+    assert_eq!(
+        stored["market"]["atproto"]["appPasswordSecretRef"],
+        json!({"name": "atproto", "key": "app-password"})
+    );
+    assert_eq!(
+        stored["market"]["atproto"]["signingKeyAlgorithm"],
+        "Secp256k1"
+    );
 }
 
 #[test]

@@ -52,19 +52,87 @@ fn cluster_name_is_immutable() {
     );
 }
 
+fn requester(market: Value) -> Value {
+    json!({
+        "apiVersion": "socialweb.computer/v1alpha1",
+        "kind": "Requester",
+        "metadata": {"name": "root", "namespace": "socialweb-system"},
+        "spec": {"market": market}
+    })
+}
+
+fn messages(errors: &kube_cel::ValidationErrors) -> Vec<String> {
+    errors
+        .as_slice()
+        .iter()
+        .map(|e| e.message.clone())
+        .collect()
+}
+
+fn atproto(extra: Value) -> Value {
+    let mut market = json!({
+        "pdsUrl": "https://pds.example.org",
+        "account": "market.example.org",
+        "appPasswordSecretRef": {"name": "atproto", "key": "app-password"},
+        "signingKeySecretRef": {"name": "atproto", "key": "signing-key"},
+        "publicUrl": "https://market.example.org",
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        market[key] = value.clone();
+    }
+    market
+}
+
 #[test]
-fn one_market_is_accepted() {
+fn exactly_one_market_is_accepted() {
     let schema = schema("requesters");
-    let requester = |market: Value| {
-        json!({
-            "apiVersion": "socialweb.computer/v1alpha1",
-            "kind": "Requester",
-            "metadata": {"name": "root", "namespace": "socialweb-system"},
-            "spec": {"market": market}
-        })
-    };
+    let bidders = json!({"bidders": ["did:plc:ewvi7nxzyoun6zhxrhs64oiz"]});
     kube_cel::validate(&schema, &requester(json!({"local": {"seed": 7}})), None).unwrap();
-    kube_cel::validate(&schema, &requester(json!({})), None).unwrap();
+    kube_cel::validate(
+        &schema,
+        &requester(json!({"atproto": atproto(bidders.clone())})),
+        None,
+    )
+    .unwrap();
+    for market in [
+        json!({}),
+        json!({"local": {"seed": 7}, "atproto": atproto(bidders)}),
+    ] {
+        let errors = kube_cel::validate(&schema, &requester(market.clone()), None).unwrap_err();
+        assert!(
+            messages(&errors)
+                .iter()
+                .any(|m| m.contains("set exactly one market: local or atproto")),
+            "{market}: {:?}",
+            messages(&errors)
+        );
+    }
+}
+
+#[test]
+fn an_atproto_market_needs_bidders_or_a_relay() {
+    let schema = schema("requesters");
+    for ok in [
+        json!({"bidders": ["did:plc:ewvi7nxzyoun6zhxrhs64oiz"]}),
+        json!({"relayUrl": "https://relay.example.org"}),
+    ] {
+        kube_cel::validate(&schema, &requester(json!({"atproto": atproto(ok)})), None).unwrap();
+    }
+    for nowhere in [json!({}), json!({"bidders": []})] {
+        let errors = kube_cel::validate(
+            &schema,
+            &requester(json!({"atproto": atproto(nowhere.clone())})),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            messages(&errors)
+                .iter()
+                .any(|m| m.contains("name at least one bidder")),
+            "{nowhere}: {:?}",
+            messages(&errors)
+        );
+    }
 }
 
 /// Guards the test above: the validator does compile the market rule, so a
@@ -80,7 +148,7 @@ fn a_malformed_market_rule_is_caught() {
             .unwrap()
             .contains("has(self.local)")
     );
-    rules[0]["rule"] = json!("[has(self.local)].filter(x, x).size( <= 1");
+    rules[0]["rule"] = json!("[has(self.local)].filter(x, x).size( == 1");
     let requester = json!({"spec": {"market": {"local": {}}}});
     assert!(kube_cel::validate(&schema, &requester, None).is_err());
 }

@@ -282,6 +282,29 @@ fn defaults_only_where_intended() {
                 (".spec.market.local.seed", json!(0)),
                 (".spec.market.local.bidders[].bootDelayMillis", json!(2000)),
                 (".spec.market.local.bidders[].failureRate", json!(0)),
+                (
+                    ".spec.market.atproto.plcUrl",
+                    json!("https://plc.directory"),
+                ),
+                (".spec.market.atproto.scope", json!("default")),
+                (
+                    ".spec.market.atproto.signingKeyAlgorithm",
+                    json!("Secp256k1"),
+                ),
+                // The whole object, so a stored Requester shows the timeouts in effect.
+                (
+                    ".spec.market.atproto.timeouts",
+                    json!({"requestSeconds": 10, "provisioningSeconds": 900, "acceptResendSeconds": 120}),
+                ),
+                (".spec.market.atproto.timeouts.requestSeconds", json!(10)),
+                (
+                    ".spec.market.atproto.timeouts.provisioningSeconds",
+                    json!(900),
+                ),
+                (
+                    ".spec.market.atproto.timeouts.acceptResendSeconds",
+                    json!(120),
+                ),
                 (".status.contracts", json!(0)),
             ]),
         ),
@@ -336,7 +359,19 @@ fn validation_protects_the_user() {
     let market = schema_at("Requester", "spec.market")
         .x_kubernetes_validations
         .unwrap();
-    assert!(market[0].rule.contains("size() <= 1"), "{}", market[0].rule);
+    assert!(market[0].rule.contains("size() == 1"), "{}", market[0].rule);
+    let atproto = schema_at("Requester", "spec.market.atproto")
+        .x_kubernetes_validations
+        .unwrap();
+    assert!(
+        atproto[0].rule.contains("has(self.relayUrl)"),
+        "{}",
+        atproto[0].rule
+    );
+    let scope = schema_at("Requester", "spec.market.atproto.scope")
+        .x_kubernetes_validations
+        .unwrap();
+    assert_eq!(scope[0].rule, "self == oldSelf");
 
     for field in ["cpus", "memory", "disk", "network"] {
         assert_eq!(

@@ -188,6 +188,7 @@ fn requester(namespace: &str, deleting: bool) -> Requester {
         RequesterSpec {
             market: api::Market {
                 local: Some(api::requester::LocalMarket::default()),
+                atproto: None,
             },
             bid_window_seconds: 1,
             max_in_flight: 1,

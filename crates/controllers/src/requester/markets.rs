@@ -261,6 +261,7 @@ mod tests {
             RequesterSpec {
                 market: api::Market {
                     local: Some(LocalSpec::default()),
+                    atproto: None,
                 },
                 bid_window_seconds: 1,
                 max_in_flight: 1,

@@ -223,6 +223,7 @@ pub fn requester_with(name: &str, bidders: Vec<api::LocalBidder>) -> api::Reques
                     bidders,
                     state_dir: None,
                 }),
+                atproto: None,
             },
             bid_window_seconds: 1,
             max_in_flight: 10,

@@ -161,6 +161,7 @@ pub async fn create_requester(client: &Client) {
                     ],
                     state_dir: None,
                 }),
+                atproto: None,
             },
             bid_window_seconds: 1,
             max_in_flight: 10,

@@ -78,6 +78,7 @@ impl Env {
                         bidders,
                         state_dir: None,
                     }),
+                    atproto: None,
                 },
                 bid_window_seconds: window,
                 max_in_flight: 10,
