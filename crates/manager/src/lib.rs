@@ -9,6 +9,7 @@ pub mod demo;
 pub mod dev;
 pub mod http;
 pub mod leader;
+pub mod market_port;
 pub mod run;
 pub mod shutdown;
 pub mod telemetry;

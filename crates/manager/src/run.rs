@@ -4,7 +4,8 @@
 //!
 //! 1. Connect (kubeconfig, else in-cluster), listen for SIGTERM/SIGINT.
 //! 2. Bind the HTTP port (failing at once when it is taken) and serve `/metrics`,
-//!    `/healthz` and `/readyz` for the life of the process.
+//!    `/healthz` and `/readyz` for the life of the process; bind and serve the
+//!    market port too when `--market-addr` is set ([`crate::market_port`]).
 //! 3. Wait for the Lease (unless `--leader-elect=false`); while leading, run
 //!    the three reconcilers through [`Controllers::start`].
 //!
@@ -26,6 +27,7 @@ use prometheus_client::registry::Registry;
 use crate::{
     http::{HttpArgs, HttpServer, Readiness},
     leader::{self, LeaderArgs, LeaderConfig},
+    market_port::{InboundSlot, MarketPort, MarketPortArgs},
     shutdown::{Shutdown, ShutdownArgs},
     wiring::{ControllerOptions, Controllers},
 };
@@ -39,6 +41,9 @@ pub struct RunArgs {
     /// The metrics and health port.
     #[command(flatten)]
     pub http: HttpArgs,
+    /// The market port (the atproto market's submitBid and submitEvent).
+    #[command(flatten)]
+    pub market_port: MarketPortArgs,
     /// Leader election.
     #[command(flatten)]
     pub leader: LeaderArgs,
@@ -64,6 +69,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let http = HttpServer::bind(args.http.http_addr)
         .await
         .context("the metrics and health port")?;
+    let market_port = match args.market_port.market_addr {
+        Some(addr) => Some(MarketPort::bind(addr).await.context("the market port")?),
+        None => None,
+    };
     let election = args
         .leader
         .config(&args.controllers.contract_namespace)
@@ -76,6 +85,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         clock,
         markets,
         http,
+        market_port,
         shutdown,
     };
     run_process(process, args.controllers, election).await
@@ -92,6 +102,8 @@ pub struct Process {
     pub markets: Arc<Markets>,
     /// The bound port for `/metrics`, `/healthz` and `/readyz`.
     pub http: HttpServer,
+    /// The bound market port, when `--market-addr` is set.
+    pub market_port: Option<MarketPort>,
     /// Ends the process: stop taking work, finish in flight, release the Lease.
     pub shutdown: Shutdown,
 }
@@ -112,6 +124,7 @@ pub async fn run_process(
         clock,
         markets,
         http,
+        market_port,
         shutdown,
     } = process;
     let mut registry = Registry::default();
@@ -120,6 +133,10 @@ pub async fn run_process(
     // Followers are ready: they serve health and wait for the Lease.
     readiness.set(true);
     let http = tokio::spawn(http.serve(Arc::new(registry), readiness.clone(), shutdown.signaled()));
+    // Served by every replica; only the leader's controllers open the slot.
+    let inbound = InboundSlot::new();
+    let market_port =
+        market_port.map(|port| tokio::spawn(port.serve(inbound.clone(), shutdown.signaled())));
 
     let make_controllers = {
         let shutdown_for_controllers = shutdown.clone();
@@ -162,5 +179,8 @@ pub async fn run_process(
         None => leader::run_unelected(metrics, make_controllers(), shutdown).await,
     };
     http.abort();
+    if let Some(market_port) = market_port {
+        market_port.abort();
+    }
     outcome.context("the controllers stopped")
 }

@@ -479,3 +479,190 @@ async fn the_chart_refuses_two_replicas_without_leader_election() {
         "{stderr}"
     );
 }
+
+/// The embedded server has no Ingress kind; this CRD of the same group,
+/// version and name stores the chart's Ingress as Helm renders it (Helm
+/// creates objects as unstructured JSON, whatever serves them).
+async fn serve_ingresses(client: &kube::Client) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "ingresses.networking.k8s.io"},
+        "spec": {
+            "group": "networking.k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "ingresses", "singular": "ingress", "kind": "Ingress", "listKind": "IngressList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&kube::api::PostParams::default(), &crd)
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        kube::runtime::wait::await_condition(
+            crds,
+            "ingresses.networking.k8s.io",
+            kube::runtime::wait::conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+}
+
+const SUBMIT_PATHS: [&str; 2] = [
+    "/xrpc/com.publicdomainrelay.temp.market.submitBid",
+    "/xrpc/com.publicdomainrelay.temp.market.submitEvent",
+];
+
+#[tokio::test]
+async fn helm_installs_the_market_port_its_ingress_and_an_atproto_requester() {
+    let Some(python) = helm_python() else { return };
+    let server = TestServer::start().await.unwrap();
+    let client = server.client();
+    serve_ingresses(&client).await;
+    let values = json!({
+        "market": {
+            "requester": {"enabled": true, "kind": "atproto"},
+            "atproto": {
+                "account": "market.example.org",
+                "bidders": ["did:plc:ewvi7nxzyoun6zhxrhs64oiz"],
+            },
+            "inbound": {
+                "enabled": true,
+                "ingress": {
+                    "enabled": true,
+                    "className": "nginx",
+                    "host": "market.example.org",
+                    "tls": [{"secretName": "market-tls"}],
+                },
+            },
+        },
+    });
+    let (cycle, installed) = Cycle::install(&python, &server, "sw", &values)
+        .await
+        .unwrap_or_else(|stderr| panic!("helm install failed: {stderr}"));
+    assert_eq!(installed["status"], "deployed", "{installed}");
+
+    let deployment = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
+        .get("sw-socialweb-manager")
+        .await
+        .unwrap();
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    let args = container.args.clone().unwrap();
+    assert!(
+        args.iter().any(|arg| arg == "--market-addr=0.0.0.0:8081"),
+        "{args:?}"
+    );
+    let parsed = <manager::cli::Cli as clap::Parser>::try_parse_from(
+        std::iter::once("manager".to_owned()).chain(args.iter().cloned()),
+    );
+    assert!(parsed.is_ok(), "the chart's args do not parse: {parsed:?}");
+    let ports = container.ports.clone().unwrap();
+    let market = ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some("market"))
+        .unwrap();
+    assert_eq!(market.container_port, 8081);
+
+    let service = Api::<Service>::namespaced(client.clone(), NAMESPACE)
+        .get("sw-socialweb-manager-market")
+        .await
+        .unwrap();
+    let port = &service.spec.unwrap().ports.unwrap()[0];
+    assert_eq!(port.port, 80);
+    assert_eq!(
+        port.target_port,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("market".into()))
+    );
+
+    let ingresses: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("networking.k8s.io", "v1", "Ingress"),
+            "ingresses",
+        ),
+    );
+    let ingress = ingresses.get("sw-socialweb-manager-market").await.unwrap();
+    let spec = &ingress.data["spec"];
+    assert_eq!(spec["ingressClassName"], "nginx");
+    assert_eq!(
+        spec["tls"],
+        json!([{"secretName": "market-tls", "hosts": ["market.example.org"]}])
+    );
+    let rules = spec["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0]["host"], "market.example.org");
+    let paths = rules[0]["http"]["paths"].as_array().unwrap();
+    // Exactly the two procedures, nothing else of the manager (no /metrics).
+    let routed: Vec<&str> = paths.iter().map(|p| p["path"].as_str().unwrap()).collect();
+    assert_eq!(routed, SUBMIT_PATHS);
+    for path in paths {
+        assert_eq!(path["pathType"], "Exact");
+        assert_eq!(
+            path["backend"]["service"],
+            json!({"name": "sw-socialweb-manager-market", "port": {"name": "market"}})
+        );
+    }
+
+    // The Requester passed the CRD's schema (the server created it) and uses the Ingress host.
+    let requester = Api::<Requester>::namespaced(client.clone(), NAMESPACE)
+        .get("default")
+        .await
+        .unwrap();
+    assert!(requester.spec.market.local.is_none());
+    let atproto = requester.spec.market.atproto.unwrap();
+    assert_eq!(atproto.public_url, "https://market.example.org");
+    assert_eq!(atproto.account, "market.example.org");
+    assert_eq!(atproto.app_password_secret_ref.name, "atproto-market");
+    assert_eq!(atproto.app_password_secret_ref.key, "app-password");
+    assert_eq!(atproto.signing_key_secret_ref.key, "signing-key");
+    assert_eq!(atproto.bidders, ["did:plc:ewvi7nxzyoun6zhxrhs64oiz"]);
+
+    let uninstalled = cycle.uninstall().await;
+    assert_eq!(uninstalled["listed"], json!([]), "{uninstalled}");
+    assert!(
+        ingresses
+            .get_opt("sw-socialweb-manager-market")
+            .await
+            .unwrap()
+            .is_none(),
+        "the Ingress outlived helm uninstall"
+    );
+}
+
+#[tokio::test]
+async fn the_chart_refuses_an_atproto_requester_it_cannot_complete() {
+    let Some(python) = helm_python() else { return };
+    let server = TestServer::start().await.unwrap();
+    let atproto_requester = |atproto: Value| json!({"market": {"requester": {"enabled": true, "kind": "atproto"}, "atproto": atproto}});
+    let bidders = json!(["did:plc:ewvi7nxzyoun6zhxrhs64oiz"]);
+    for (values, expected) in [
+        (
+            atproto_requester(json!({"bidders": bidders})),
+            "market.atproto.account is required",
+        ),
+        (
+            atproto_requester(json!({"account": "a.example.org", "bidders": bidders})),
+            "market.atproto.publicUrl is required",
+        ),
+        (
+            atproto_requester(
+                json!({"account": "a.example.org", "publicUrl": "https://m.example.org"}),
+            ),
+            "market.atproto needs bidders or a relayUrl",
+        ),
+    ] {
+        let Err(stderr) = Cycle::install(&python, &server, "refused", &values).await else {
+            panic!("installed {values}");
+        };
+        assert!(stderr.contains(expected), "{values}: {stderr}");
+    }
+}

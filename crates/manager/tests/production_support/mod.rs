@@ -309,6 +309,7 @@ impl Replica {
                 clock,
                 markets,
                 http,
+                market_port: None,
                 shutdown: process_shutdown,
             };
             if let Err(error) = run_process(process, ControllerOptions::default(), election).await {
