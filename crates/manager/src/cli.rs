@@ -2,11 +2,14 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use controllers::StopSignal;
 
 use crate::{
     dev::{self, DevArgs},
     run::RunArgs,
+    shutdown::with_deadline,
     telemetry::{self, LogFormat},
 };
 
@@ -74,8 +77,14 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Runs `dev` until SIGTERM or SIGINT (exit 0, after the reconciles in flight
+/// finished or the deadline passed; a second signal exits at once).
 async fn run_dev(args: &DevArgs) -> anyhow::Result<()> {
-    let env = dev::start(args).await?;
+    let shutdown = args.shutdown.shutdown();
+    let _signals = shutdown
+        .listen_for_signals()
+        .context("listen for SIGTERM/SIGINT")?;
+    let env = dev::start(args, StopSignal::on(shutdown.signaled())).await?;
     println!(
         "embedded API server: {} (its CA and token are in the kubeconfig)",
         env.server.url()
@@ -87,10 +96,17 @@ async fn run_dev(args: &DevArgs) -> anyhow::Result<()> {
         env.kubeconfig.display()
     );
     println!("Ctrl+C stops.");
+    let mut done = env.controllers.done;
     tokio::select! {
-        () = env.controllers.done => anyhow::bail!("the controllers stopped"),
-        signal = tokio::signal::ctrl_c() => signal.map_err(anyhow::Error::from),
+        // The controllers stop on the signal too: a stop after it is the shutdown.
+        biased;
+        () = shutdown.signaled() => {}
+        () = &mut done => anyhow::bail!("the controllers stopped without a shutdown"),
     }
+    if with_deadline(&shutdown, done).await.is_none() {
+        tracing::warn!("stopped before every reconcile in flight finished");
+    }
+    Ok(())
 }
 
 async fn run_demo(args: &DevArgs) -> anyhow::Result<()> {
@@ -100,7 +116,7 @@ async fn run_demo(args: &DevArgs) -> anyhow::Result<()> {
         kubeconfig,
         controllers,
         ..
-    } = dev::start(args).await?;
+    } = dev::start(args, StopSignal::on_process_signal()).await?;
     println!(
         "embedded API server: {}  kubeconfig: {}",
         server.url(),

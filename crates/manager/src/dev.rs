@@ -25,6 +25,7 @@ use kube::{
 };
 use market::{LocalMarket, LocalMarketConfig};
 
+use crate::shutdown::ShutdownArgs;
 use crate::wiring::{ControllerOptions, Controllers, Running};
 
 /// The field manager of what `dev` installs.
@@ -46,6 +47,9 @@ pub struct DevArgs {
     /// The controllers' namespaces and concurrency.
     #[command(flatten)]
     pub controllers: ControllerOptions,
+    /// How long reconciles in flight may finish after SIGTERM/SIGINT.
+    #[command(flatten)]
+    pub shutdown: ShutdownArgs,
 }
 
 /// A running development environment; everything stops when it is dropped.
@@ -63,13 +67,14 @@ pub struct DevEnvironment {
     _scratch: Option<tempfile::TempDir>,
 }
 
-/// Starts the server, installs what the product needs and starts the controllers.
+/// Starts the server, installs what the product needs and starts the
+/// controllers, which stop taking work once `stop` resolves.
 ///
 /// # Errors
 ///
 /// When the server cannot bind, the data directory cannot be used, or the CRDs
 /// do not become Established.
-pub async fn start(args: &DevArgs) -> anyhow::Result<DevEnvironment> {
+pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnvironment> {
     let mut builder = ApiServer::builder().port(args.port);
     if let Some(dir) = &args.data_dir {
         // 0700: it holds the kubeconfig (the token), the CA key and every Secret.
@@ -124,7 +129,7 @@ pub async fn start(args: &DevArgs) -> anyhow::Result<DevEnvironment> {
         markets: Arc::new(Markets::with_local_market(clock, Arc::clone(&market))),
         metrics: Metrics::default(),
         options: args.controllers.clone(),
-        stop: StopSignal::on_process_signal(),
+        stop,
     }
     .start();
 

@@ -11,7 +11,8 @@
 //! 4. [`with_deadline`] gives up waiting `--shutdown-deadline` (default 25 s, under
 //!    the pod's 30 s `terminationGracePeriodSeconds`) after the signal; the process
 //!    then exits 0 anyway, and the next leader redoes what was cut short (every
-//!    reconcile is idempotent).
+//!    reconcile is idempotent). A second SIGTERM/SIGINT ends the wait at once:
+//!    whoever sends it does not want to wait.
 
 use std::future::Future;
 use std::time::Duration;
@@ -42,6 +43,8 @@ impl ShutdownArgs {
 #[derive(Clone, Debug)]
 pub struct Shutdown {
     token: CancellationToken,
+    /// Cancelled by a second signal: the deadline is now.
+    forced: CancellationToken,
     deadline: Duration,
 }
 
@@ -51,6 +54,7 @@ impl Shutdown {
     pub fn new(deadline: Duration) -> Self {
         Self {
             token: CancellationToken::new(),
+            forced: CancellationToken::new(),
             deadline,
         }
     }
@@ -84,13 +88,24 @@ impl Shutdown {
         self.deadline
     }
 
-    /// Resolves `deadline` after the shutdown started; never before it started.
-    pub async fn deadline_passed(&self) {
-        self.token.cancelled().await;
-        tokio::time::sleep(self.deadline).await;
+    /// Ends the wait for work in flight now (what a second signal does).
+    pub fn force(&self) {
+        self.trigger();
+        self.forced.cancel();
     }
 
-    /// Spawns a task that triggers the shutdown on the first SIGTERM or SIGINT.
+    /// Resolves `deadline` after the shutdown started, or once it is forced;
+    /// never before it started.
+    pub async fn deadline_passed(&self) {
+        self.token.cancelled().await;
+        tokio::select! {
+            () = tokio::time::sleep(self.deadline) => {}
+            () = self.forced.cancelled() => {}
+        }
+    }
+
+    /// Spawns a task that triggers the shutdown on the first SIGTERM or
+    /// SIGINT, and forces it on the second.
     ///
     /// # Errors
     ///
@@ -112,6 +127,15 @@ impl Shutdown {
                 "shutting down: letting reconciles in flight finish"
             );
             shutdown.trigger();
+            let name = tokio::select! {
+                _ = terminate.recv() => "SIGTERM",
+                _ = interrupt.recv() => "SIGINT",
+            };
+            tracing::warn!(
+                signal = name,
+                "second signal: not waiting for reconciles in flight"
+            );
+            shutdown.force();
         }))
     }
 }
@@ -221,6 +245,21 @@ mod tests {
         let output = with_deadline(&shutdown, std::future::pending::<()>()).await;
         assert_eq!(output, None);
         assert_eq!(started.elapsed(), Duration::from_secs(125));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn forcing_ends_the_wait_before_the_deadline() {
+        let shutdown = Shutdown::new(Duration::from_secs(25));
+        let force_later = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            force_later.force();
+        });
+        let started = tokio::time::Instant::now();
+        let output = with_deadline(&shutdown, std::future::pending::<()>()).await;
+        assert_eq!(output, None);
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+        assert!(shutdown.is_triggered(), "forcing also starts the shutdown");
     }
 
     #[tokio::test]

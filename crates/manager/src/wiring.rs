@@ -112,6 +112,22 @@ impl Controllers {
         let nodeclaim = nodeclaim::controller(Arc::new(nodeclaim_ctx), &caches);
         let reflectors = caches.run();
 
+        // A controller whose own cache never lists (a missing CRD, no rights)
+        // holds its graceful shutdown until it lists, and a reconcile waiting
+        // for the others waits as long: the process would sit out SIGTERM
+        // until its deadline. Before every cache listed no reconcile got past
+        // that wait (CacheReadiness), so nothing writes and they can simply go.
+        let stopped_before_ready = {
+            let caches = Arc::clone(&caches);
+            let stop = self.stop.clone();
+            async move {
+                stop.signaled().await;
+                if caches.readiness().is_ready() {
+                    // Reconciles may be writing: let the controllers finish them.
+                    futures::future::pending::<()>().await;
+                }
+            }
+        };
         let (ready_tx, ready) = watch::channel(false);
         let readiness = {
             let caches = Arc::clone(&caches);
@@ -128,6 +144,9 @@ impl Controllers {
                 () = reflectors => tracing::warn!("the shared cache stopped"),
                 ((), (), ()) = futures::future::join3(infra, requester, nodeclaim) => {}
                 () = readiness => {}
+                () = stopped_before_ready => {
+                    tracing::info!("stopped before every cache listed: nothing was reconciled");
+                }
             }
         });
         Running { done, ready }

@@ -471,6 +471,9 @@ impl CacheReadiness {
     /// objects not yet listed would look deleted (claims gone, contracts
     /// missing) and the decision would release live machines.
     pub async fn wait(&self) {
+        if !self.is_ready() {
+            tracing::debug!("waiting for every cache's initial list before deciding");
+        }
         for kind in &self.kinds {
             // A closed channel means the caches were dropped: the process is stopping.
             let _ = kind.clone().wait_for(|ready| *ready).await;
