@@ -48,6 +48,7 @@ mod accept;
 mod bids;
 mod config;
 mod guest;
+mod health;
 mod inbound;
 mod net;
 mod records;
@@ -56,6 +57,7 @@ mod rkeys;
 mod tasks;
 
 pub use config::{Algorithm, AtprotoMarketConfig, Secret, Timeouts};
+pub use health::{Health, Unhealthy};
 pub use inbound::{Inbox, router};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
