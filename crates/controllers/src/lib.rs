@@ -11,16 +11,17 @@
 //! lists from the API server; each is a pure `decide` step and a thin `act` step.
 
 pub mod cache;
-pub mod clock;
 pub mod context;
 pub mod error;
 pub mod infra;
+pub mod market_adapter;
 pub mod metrics;
 pub mod nodeclaim;
 pub mod requester;
 pub mod stop;
+pub mod time;
 
 pub use cache::{CacheReadiness, Shared, SharedCaches};
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
 pub use stop::StopSignal;
+pub use time::{Clock, ManualClock, SystemClock};

@@ -35,9 +35,9 @@ struct Controllers(Vec<JoinHandle<()>>);
 
 impl Controllers {
     fn start(env: &Env) -> Self {
-        let markets = Arc::new(requester::Markets::with_local_market(
+        let markets = Arc::new(requester::Markets::with_injected(
             Arc::clone(&env.clock),
-            Arc::clone(&env.market),
+            controllers::market_adapter::Injected::Local(Arc::clone(&env.market)),
         ));
         let mut requester_ctx =
             requester::Context::new(env.client.clone(), Arc::clone(&env.clock), markets, NS);

@@ -11,7 +11,7 @@ use chrono::Duration;
 use controllers::nodeclaim::compose::ClusterKey;
 use controllers::nodeclaim::conditions::{INFRA_COMPOSED, READY, reason};
 use controllers::nodeclaim::decide::{InfraAction, Plan};
-use controllers::nodeclaim::graces::to_time;
+use controllers::time::to_time;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use nodeclaim_support::*;

@@ -8,10 +8,11 @@ mod nodeclaim_support;
 use api::names::{CONTRACT_LABEL, entry_name};
 use api::{ComputeContractPhase, NodeClaimPhase};
 use chrono::Duration;
+use controllers::ManualClock;
 use controllers::nodeclaim::conditions::{DEPLOYED, INFRA_COMPOSED, JOINED, READY, reason};
 use controllers::nodeclaim::decide::InfraAction;
-use controllers::nodeclaim::graces::to_time;
-use controllers::{Clock, ManualClock};
+use controllers::time;
+use controllers::time::to_time;
 use kube::ResourceExt;
 use nodeclaim_support::*;
 
@@ -73,27 +74,27 @@ fn phases_follow_the_contract_to_joined() {
 
 #[test]
 fn join_grace_fires_exactly_at_the_deadline() {
-    let clock = ManualClock::new(start());
+    let clock = ManualClock::new(start().into());
     let mut w = two_claims();
-    w.settle(clock.now());
+    w.settle(time::now(&clock));
     set_phase(
         w.contract_of("worker-a"),
         ComputeContractPhase::Deployed,
         guest(None),
     );
-    let plan = w.reconcile(clock.now());
+    let plan = w.reconcile(time::now(&clock));
     let deadline = start() + Duration::seconds(900);
     assert_eq!(plan.requeue_at, Some(deadline));
-    clock.advance(Duration::seconds(899));
-    let plan = w.reconcile(clock.now());
+    clock.advance(std::time::Duration::from_secs(899));
+    let plan = w.reconcile(time::now(&clock));
     assert_ne!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
     assert_eq!(
         plan.requeue_at,
         Some(deadline),
         "requeue at deadline - now, not a poll"
     );
-    clock.advance(Duration::seconds(1));
-    let plan = w.reconcile(clock.now());
+    clock.advance(std::time::Duration::from_secs(1));
+    let plan = w.reconcile(time::now(&clock));
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
     assert_eq!(cond(&w, "worker-a", JOINED).reason, reason::JOIN_TIMEOUT);
     assert_eq!(cond(&w, "worker-a", READY).reason, reason::JOIN_TIMEOUT);
@@ -109,7 +110,7 @@ fn join_grace_fires_exactly_at_the_deadline() {
     assert_eq!(infra.spec.contracts[0].name, entry_name("uid-b"));
     assert_eq!(plan.requeue_at, None);
     // Failed is final: the entry stays out, the contract is released and its Secret removed.
-    w.settle(clock.now());
+    w.settle(time::now(&clock));
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
     assert_eq!(w.entries(), vec![entry_name("uid-b")]);
     assert!(
@@ -121,51 +122,54 @@ fn join_grace_fires_exactly_at_the_deadline() {
 
 #[test]
 fn loss_grace_fires_exactly_at_the_deadline_and_a_return_resets_it() {
-    let clock = ManualClock::new(start());
+    let clock = ManualClock::new(start().into());
     let mut w = two_claims();
-    w.settle(clock.now());
+    w.settle(time::now(&clock));
     set_phase(
         w.contract_of("worker-a"),
         ComputeContractPhase::Deployed,
         guest(Some("n1")),
     );
-    w.reconcile(clock.now());
-    clock.advance(Duration::seconds(100));
+    w.reconcile(time::now(&clock));
+    clock.advance(std::time::Duration::from_secs(100));
     // Lost, then back before the grace runs out.
     set_phase(
         w.contract_of("worker-a"),
         ComputeContractPhase::Accepted,
         None,
     );
-    let plan = w.reconcile(clock.now());
+    let plan = w.reconcile(time::now(&clock));
     assert_eq!(
         cond(&w, "worker-a", DEPLOYED).reason,
         reason::GUEST_UNREACHABLE
     );
-    assert_eq!(plan.requeue_at, Some(clock.now() + Duration::seconds(300)));
-    clock.advance(Duration::seconds(299));
+    assert_eq!(
+        plan.requeue_at,
+        Some(time::now(&clock) + Duration::seconds(300))
+    );
+    clock.advance(std::time::Duration::from_secs(299));
     set_phase(
         w.contract_of("worker-a"),
         ComputeContractPhase::Deployed,
         guest(Some("n1")),
     );
-    w.reconcile(clock.now());
+    w.reconcile(time::now(&clock));
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Joined));
     // Lost again: a fresh grace from this instant.
-    clock.advance(Duration::seconds(10));
-    let lost_at = clock.now();
+    clock.advance(std::time::Duration::from_secs(10));
+    let lost_at = time::now(&clock);
     set_phase(
         w.contract_of("worker-a"),
         ComputeContractPhase::Deployed,
         None,
     );
-    w.reconcile(clock.now());
-    clock.advance(Duration::seconds(299));
-    let plan = w.reconcile(clock.now());
+    w.reconcile(time::now(&clock));
+    clock.advance(std::time::Duration::from_secs(299));
+    let plan = w.reconcile(time::now(&clock));
     assert_ne!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
     assert_eq!(plan.requeue_at, Some(lost_at + Duration::seconds(300)));
-    clock.advance(Duration::seconds(1));
-    w.reconcile(clock.now());
+    clock.advance(std::time::Duration::from_secs(1));
+    w.reconcile(time::now(&clock));
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
     assert_eq!(cond(&w, "worker-a", READY).reason, reason::GUEST_LOST);
     assert_eq!(w.entries(), vec![entry_name("uid-b")]);
@@ -192,17 +196,17 @@ fn a_failed_contract_fails_the_claim_at_once_and_drops_its_entry() {
 
 #[test]
 fn a_failed_claims_deployed_condition_follows_its_machine_out() {
-    let clock = ManualClock::new(start());
+    let clock = ManualClock::new(start().into());
     let mut w = two_claims();
-    w.settle(clock.now());
+    w.settle(time::now(&clock));
     set_phase(
         w.contract_of("worker-a"),
         ComputeContractPhase::Deployed,
         guest(None),
     );
-    w.reconcile(clock.now());
-    clock.advance(Duration::seconds(900));
-    w.reconcile(clock.now());
+    w.reconcile(time::now(&clock));
+    clock.advance(std::time::Duration::from_secs(900));
+    w.reconcile(time::now(&clock));
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Failed));
     assert!(
         cond(&w, "worker-a", DEPLOYED).is_true(),
@@ -214,13 +218,13 @@ fn a_failed_claims_deployed_condition_follows_its_machine_out() {
         ComputeContractPhase::Releasing,
         guest(None),
     );
-    w.reconcile(clock.now());
+    w.reconcile(time::now(&clock));
     assert_eq!(cond(&w, "worker-a", DEPLOYED).reason, reason::RELEASING);
     assert!(!cond(&w, "worker-a", DEPLOYED).is_true());
     w.infra_step();
-    w.reconcile(clock.now());
+    w.reconcile(time::now(&clock));
     assert_eq!(cond(&w, "worker-a", DEPLOYED).reason, reason::RELEASED);
-    w.settle(clock.now());
+    w.settle(time::now(&clock));
     let deployed = cond(&w, "worker-a", DEPLOYED);
     assert_eq!(
         (deployed.reason.as_str(), deployed.is_true()),

@@ -9,8 +9,8 @@ use api::names::NODECLAIM_FINALIZER;
 use api::{ComputeContractPhase, ConditionStatus, NodeClaimPhase, Requester, RequesterSpec};
 use controllers::nodeclaim::conditions::{DEPLOYED, INFRA_COMPOSED, READY, reason};
 use controllers::nodeclaim::decide::InfraAction;
-use controllers::nodeclaim::graces::to_time;
 use controllers::nodeclaim::root::RootState;
+use controllers::time::to_time;
 use kube::ResourceExt;
 use nodeclaim_support::*;
 

@@ -8,7 +8,6 @@ mod requester_support;
 use std::time::Duration;
 
 use api::{ComputeContractPhase as Phase, names};
-use controllers::requester;
 use kube::ResourceExt;
 use requester_support::*;
 
@@ -273,7 +272,7 @@ async fn a_contract_with_adopt_takes_over_a_running_guest_without_bidding() {
     env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
         .await;
     // A guest rented outside this contract, straight on the market.
-    let mut rfp = requester::request_for(&{
+    let mut rfp = controllers::market_adapter::request_for(&{
         let mut c = api::ComputeContract::new("elsewhere", contract_spec(3600));
         c.metadata.namespace = Some(NS.to_owned());
         c

@@ -24,7 +24,8 @@ use anyhow::{Context as _, bail};
 use api::{Cluster, ComputeContract, NodeClaim, NodeClaimPhase, Requester, names};
 use apiserver::audit::RequestRecord;
 use apiserver::testing::TestServer;
-use controllers::requester::{MarketClock, Markets};
+use controllers::market_adapter::Injected;
+use controllers::requester::Markets;
 use controllers::{Clock, StopSignal, SystemClock, metrics::Metrics};
 use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -298,14 +299,13 @@ async fn main() -> anyhow::Result<()> {
         .context("create the Requester")?;
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let market_clock = Arc::new(MarketClock(Arc::clone(&clock)));
-    let market = testkit::local_market(7, market_clock);
+    let market = testkit::local_market(7, Arc::clone(&clock));
     let mut registry = Registry::default();
     let mut running = Controllers {
         client: server.client(),
-        markets: Arc::new(Markets::with_local_market(
+        markets: Arc::new(Markets::with_injected(
             Arc::clone(&clock),
-            Arc::clone(&market),
+            Injected::Local(Arc::clone(&market)),
         )),
         clock,
         metrics: Metrics::register(&mut registry),

@@ -119,14 +119,17 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
                 state_dir: args.data_dir.as_ref().map(|dir| dir.join("market")),
                 node_register_delay: Duration::from_millis(500),
             },
-            Arc::new(controllers::requester::MarketClock(Arc::clone(&clock))),
+            Arc::clone(&clock),
         )
         .context("open the local market")?,
     );
     let controllers = Controllers {
         client: client.clone(),
         clock: Arc::clone(&clock),
-        markets: Arc::new(Markets::with_local_market(clock, Arc::clone(&market))),
+        markets: Arc::new(Markets::with_injected(
+            clock,
+            controllers::market_adapter::Injected::Local(Arc::clone(&market)),
+        )),
         metrics: Metrics::default(),
         options: args.controllers.clone(),
         stop,

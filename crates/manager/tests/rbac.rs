@@ -264,9 +264,9 @@ async fn run_scenario() -> Vec<apiserver::audit::RequestRecord> {
             let running = Controllers {
                 client: client.clone(),
                 clock: Arc::clone(&clock),
-                markets: Arc::new(Markets::with_local_market(
+                markets: Arc::new(Markets::with_injected(
                     Arc::clone(&clock),
-                    Arc::clone(&market),
+                    controllers::market_adapter::Injected::Local(Arc::clone(&market)),
                 )),
                 metrics: Metrics::default(),
                 options: ControllerOptions::default(),

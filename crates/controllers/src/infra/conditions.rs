@@ -2,9 +2,7 @@
 //! first unready ones so `kubectl get infra -o wide` / `describe` says what waits.
 
 use api::{ComputeContractPhase, Condition, ConditionStatus, ContractState, ContractStatus};
-use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 
 /// The condition type aggregated over all contracts.
 pub const READY: &str = "Ready";
@@ -22,13 +20,6 @@ pub const REASON_RELEASED: &str = "Released";
 
 /// How many unready contracts a message names.
 const NAMED_IN_MESSAGE: usize = 3;
-
-/// `now` as a Kubernetes `Time`.
-#[must_use]
-pub fn to_time(now: DateTime<Utc>) -> Time {
-    let nanos = i32::try_from(now.timestamp_subsec_nanos()).unwrap_or(0);
-    Time(Timestamp::new(now.timestamp(), nanos).unwrap_or(Timestamp::UNIX_EPOCH))
-}
 
 /// How a contract row reads in a message: `name (Phase)` once the Requester wrote a
 /// phase, else `name (Staged)` / `name (Requested)` / `name (Released)` by state.

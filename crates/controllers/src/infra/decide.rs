@@ -38,11 +38,12 @@ use api::{
 };
 use chrono::{DateTime, Utc};
 
-use super::conditions::{self, is_ready, to_time};
+use super::conditions::{self, is_ready};
 use super::events::{InfraEvent, ReleaseCause};
 use super::objects::{
     contract_object, is_current, keep_finalizer_as_is_when_deleting, released_object,
 };
+use crate::time::to_time;
 
 /// How long to wait before looking again while contracts are in flight. Contract
 /// changes wake the controller anyway (it owns them); this only covers a missed event.

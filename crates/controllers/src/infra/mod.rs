@@ -135,7 +135,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         infra: &infra,
         contracts: &contracts,
         unreadable: &unreadable,
-        now: ctx.clock.now(),
+        now: crate::time::now(ctx.clock.as_ref()),
     });
 
     // The finalizer helper removes the finalizer as soon as its cleanup returns Ok,

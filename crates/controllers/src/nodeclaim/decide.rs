@@ -37,9 +37,10 @@ use kube::ResourceExt;
 use super::adopt::{self, GuestHolder};
 use super::compose::{self, ClusterKey, ComposedEntry, Problem};
 use super::conditions::{INFRA_COMPOSED, READY, condition, derive_ready, reason};
-use super::graces::{self, Graces, earliest, to_time};
+use super::graces::{self, Graces};
 use super::root::{self, RootState};
 use super::secrets::{JoinSecret, desired_join_secret};
+use crate::time::{earliest, to_time};
 
 /// What one reconcile of a Cluster key observed (all read from the shared cache).
 #[derive(Clone, Copy, Debug)]

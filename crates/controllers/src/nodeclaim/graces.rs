@@ -20,23 +20,9 @@ use api::{
 };
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 
 use super::conditions::{DEPLOYED, JOINED, condition, reason};
-
-/// A `metav1.Time` from a clock reading, in whole seconds: the API server
-/// stores no more, so a status computed from it compares equal to what is read back.
-#[must_use]
-pub fn to_time(at: DateTime<Utc>) -> Time {
-    Time(Timestamp::from_second(at.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
-/// A clock reading from a `metav1.Time`.
-#[must_use]
-pub fn from_time(at: &Time) -> DateTime<Utc> {
-    DateTime::from_timestamp(at.0.as_second(), at.0.subsec_nanosecond().cast_unsigned())
-        .unwrap_or_default()
-}
+use crate::time::{earliest, from_time, to_time};
 
 /// Why a claim failed for good.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -349,13 +335,4 @@ fn deployed_since(previous: Option<&Condition>, current: &Condition) -> Time {
             || current.last_transition_time.clone(),
             |c| c.last_transition_time.clone(),
         )
-}
-
-/// The earlier of two optional instants.
-#[must_use]
-pub fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }

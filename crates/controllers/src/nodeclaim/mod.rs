@@ -311,7 +311,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let claim_refs: Vec<&NodeClaim> = claims.iter().map(AsRef::as_ref).collect();
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
-    let now = ctx.clock.now();
+    let now = crate::time::now(ctx.clock.as_ref());
     let requesters = stores.requesters.state();
     let root = root::RootState::of(
         requesters.iter().map(AsRef::as_ref),

@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
-use market::{ContractKey, RequestForProposal, RfpId};
+use market::RfpId;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -22,6 +22,7 @@ use super::decide::{
 };
 use super::markets::{MarketHandle, select_requester};
 use super::ttl::{self, Ttl};
+use crate::market_adapter::mapping::{contract_key, from_market, request_for, to_market};
 use crate::{Error, Result};
 
 /// Most decide/act rounds in one reconcile; the rest happens on the requeue.
@@ -47,7 +48,7 @@ pub(super) async fn reconcile_contract(
     let verdict = if contract.metadata.deletion_timestamp.is_some() {
         Ttl::NotFinished
     } else {
-        ttl::verdict(&contract, ctx.clock.now())
+        ttl::verdict(&contract, crate::time::now(ctx.clock.as_ref()))
     };
     let ttl_wait = match verdict {
         Ttl::Expired => {
@@ -65,7 +66,7 @@ pub(super) async fn reconcile_contract(
             contract: &current,
             market: &view,
             timing: &ctx.timing,
-            now: ctx.clock.now(),
+            now: crate::time::now(ctx.clock.as_ref()),
         };
         let step = decide(inputs, observation);
         if let Some(receipt) = &step.record_receipt {
@@ -151,49 +152,6 @@ fn market_view(
         root_deleting: requester.metadata.deletion_timestamp.is_some(),
     };
     (view, Some(handle))
-}
-
-/// The contract's key at the market: its namespace and name.
-#[must_use]
-pub fn contract_key(contract: &ComputeContract) -> ContractKey {
-    ContractKey::new(
-        contract.namespace().unwrap_or_default(),
-        contract.name_any(),
-    )
-}
-
-/// The request for proposal of a contract.
-#[must_use]
-pub fn request_for(contract: &ComputeContract) -> RequestForProposal {
-    let spec = &contract.spec;
-    RequestForProposal {
-        contract: contract_key(contract),
-        resources: market::Resources {
-            cpus: spec.resources.cpus,
-            memory_mib: spec.resources.memory,
-            disk_gib: spec.resources.disk,
-            network_mbps: spec.resources.network,
-        },
-        location: market::Location {
-            country: spec.location.country.clone(),
-            region: spec.location.region.clone(),
-        },
-        owner_did: spec.owner_did.clone().unwrap_or_default(),
-    }
-}
-
-fn to_market(receipt: &Receipt) -> market::Receipt {
-    market::Receipt {
-        uri: receipt.uri.clone(),
-        cid: receipt.cid.clone(),
-    }
-}
-
-fn from_market(receipt: market::Receipt) -> Receipt {
-    Receipt {
-        uri: receipt.uri,
-        cid: receipt.cid,
-    }
 }
 
 /// The contract's RFP id: remembered, or asked for again with an idempotent publish.

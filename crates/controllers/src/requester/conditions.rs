@@ -1,5 +1,4 @@
-//! The condition types and reasons the Requester controller writes, and the
-//! small time helpers its status needs.
+//! The condition types and reasons the Requester controller writes.
 //!
 //! A ComputeContract carries up to five conditions:
 //! - `Bidding`: True while bids are collected; its `lastTransitionTime` is the
@@ -13,12 +12,10 @@
 //!   sent or retried, True once the market confirmed the guest is gone.
 //! - `Ready`: derived; True only in phase Deployed.
 
-use std::time::Duration;
-
 use api::{Condition, ConditionStatus, set_condition};
-use chrono::{DateTime, TimeZone, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
+use chrono::{DateTime, Utc};
+
+use crate::time::to_time;
 
 /// Condition type: bids are being collected (its lastTransitionTime starts the window).
 pub const BIDDING: &str = "Bidding";
@@ -96,51 +93,6 @@ pub const DELETING: &str = "Deleting";
 /// Longest message written to a condition or `status.message` (bytes).
 pub const MAX_MESSAGE_LEN: usize = 1024;
 
-/// `t` cut to whole seconds: the precision a Kubernetes `Time` keeps on the
-/// wire, so what is computed equals what is read back.
-#[must_use]
-pub fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
-    Utc.timestamp_opt(t.timestamp(), 0).single().unwrap_or(t)
-}
-
-/// `t` rounded up to whole seconds (for "retry at" deadlines, so a deadline is
-/// never in the past once written).
-#[must_use]
-pub fn ceil_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
-    let floor = whole_seconds(t);
-    if floor == t {
-        t
-    } else {
-        floor + chrono::Duration::seconds(1)
-    }
-}
-
-/// A chrono time as a Kubernetes `Time` (whole seconds).
-#[must_use]
-pub fn to_time(t: DateTime<Utc>) -> Time {
-    Time(Timestamp::from_second(t.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
-/// A Kubernetes `Time` as a chrono time.
-#[must_use]
-pub fn from_time(t: &Time) -> DateTime<Utc> {
-    Utc.timestamp_opt(t.0.as_second(), t.0.subsec_nanosecond().unsigned_abs())
-        .single()
-        .unwrap_or_default()
-}
-
-/// `later - now` as a std duration, zero when `later` has passed.
-#[must_use]
-pub fn until(later: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
-    (later - now).to_std().unwrap_or(Duration::ZERO)
-}
-
-/// `d` as a chrono duration (saturating).
-#[must_use]
-pub fn chrono_duration(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
-}
-
 /// Cuts a message to [`MAX_MESSAGE_LEN`] on a character boundary.
 #[must_use]
 pub fn cap_message(message: &str) -> String {
@@ -181,18 +133,6 @@ pub fn set(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    #[test]
-    fn times_round_trip_at_second_precision() {
-        let t = Utc.timestamp_opt(1_700_000_000, 700_000_000).unwrap();
-        assert_eq!(from_time(&to_time(t)), whole_seconds(t));
-        assert_eq!(
-            ceil_seconds(t),
-            Utc.timestamp_opt(1_700_000_001, 0).unwrap()
-        );
-        assert_eq!(ceil_seconds(whole_seconds(t)), whole_seconds(t));
-        assert_eq!(until(t, t + chrono::Duration::seconds(1)), Duration::ZERO);
-    }
 
     #[test]
     fn long_messages_are_capped_on_a_char_boundary() {

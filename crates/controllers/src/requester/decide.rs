@@ -36,11 +36,12 @@ use api::{ComputeContract, ComputeContractPhase as Phase, ComputeContractStatus,
 use chrono::{DateTime, Utc};
 use market::Bid;
 
-use super::conditions::{self as cond, from_time, until};
+use super::conditions as cond;
 pub use super::events::{EventNote, transition_event};
 pub use super::lifecycle::{
     Command, FailureKind, MarketFailure, MarketView, Observation, Operation, Timing,
 };
+use crate::time::{self, from_time, until};
 
 /// The outcome of one [`decide`].
 #[derive(Debug, Clone, PartialEq)]
@@ -129,7 +130,7 @@ impl<'a> Draft<'a> {
         Self {
             receipt: known_receipt(inputs.contract),
             status,
-            now: cond::whole_seconds(inputs.now),
+            now: time::whole_seconds(inputs.now),
             inputs,
             ready_reason: None,
         }
@@ -201,7 +202,7 @@ impl<'a> Draft<'a> {
         let bidding = api::find_condition(&self.status.conditions, cond::BIDDING)?;
         bidding
             .is_true()
-            .then(|| from_time(&bidding.last_transition_time) + cond::chrono_duration(*bid_window))
+            .then(|| from_time(&bidding.last_transition_time) + time::chrono_duration(*bid_window))
     }
 
     fn slot_free(&self) -> bool {
@@ -372,7 +373,7 @@ impl<'a> Draft<'a> {
     /// Phase Failed with a PascalCase reason (shown in Ready and the Event) and a message.
     pub fn fail(&mut self, reason: &'static str, message: &str) {
         if self.phase() != Phase::Failed {
-            self.status.completion_time = Some(cond::to_time(self.now));
+            self.status.completion_time = Some(time::to_time(self.now));
         }
         self.status.phase = Some(Phase::Failed);
         self.ready_reason = Some(reason);
@@ -383,7 +384,7 @@ impl<'a> Draft<'a> {
     pub fn released(&mut self, reason: &str, message: &str) {
         self.status.phase = Some(Phase::Released);
         self.set(cond::RELEASED, api::ConditionStatus::True, reason, message);
-        self.status.completion_time = Some(cond::to_time(self.now));
+        self.status.completion_time = Some(time::to_time(self.now));
         self.status.attempts = None;
         self.status.next_attempt_at = None;
         self.message(message);

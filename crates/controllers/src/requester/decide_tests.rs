@@ -9,6 +9,7 @@ use market::{GuestInfo, GuestStatus, RfpId};
 use super::conditions as cond;
 use super::decide::{Command, FailureKind, MarketView, Observation, Operation};
 use super::test_fixtures::*;
+use crate::time;
 
 #[test]
 fn a_new_contract_publishes_its_request_for_proposal() {
@@ -24,7 +25,7 @@ fn published_opens_the_bid_window_from_the_clock() {
     assert_eq!(phase(&c), Some(Phase::Bidding));
     let bidding = condition(&c, cond::BIDDING);
     assert!(bidding.is_true());
-    assert_eq!(cond::from_time(&bidding.last_transition_time), t0());
+    assert_eq!(time::from_time(&bidding.last_transition_time), t0());
     let s = step(&c, &ready(), t0() + secs(2), Observation::Nothing);
     assert_eq!(s.command, None);
     assert_eq!(s.requeue, Some(Duration::from_secs(3)));
@@ -197,7 +198,7 @@ fn no_bids_fails_with_what_was_asked_and_retries_with_backoff() {
     assert_eq!(s.status.completion_time, None);
     let c = apply(&c, &s);
     assert_eq!(
-        cond::from_time(&condition(&c, cond::BIDDING).last_transition_time),
+        time::from_time(&condition(&c, cond::BIDDING).last_transition_time),
         due
     );
     // A second empty window backs off longer; a bid then recovers.
@@ -257,7 +258,7 @@ fn release_of_a_deployed_guest_is_sent_and_confirmed() {
     assert_eq!(s.status.phase, Some(Phase::Released));
     assert_eq!(
         s.status.completion_time,
-        Some(cond::to_time(t0() + secs(21)))
+        Some(time::to_time(t0() + secs(21)))
     );
     let c = apply(&c, &s);
     assert!(condition(&c, cond::RELEASED).is_true());
@@ -307,7 +308,7 @@ fn a_failed_release_stays_visible_and_is_retried_for_ever() {
             None,
             "backs off"
         );
-        now += cond::chrono_duration(timing().backoff(attempt));
+        now += time::chrono_duration(timing().backoff(attempt));
     }
     let c = apply(&c, &step(&c, &ready(), now, Observation::ReleaseSent));
     assert_eq!(phase(&c), Some(Phase::Releasing));

@@ -63,7 +63,11 @@ pub(super) async fn reconcile(requester: Arc<Requester>, rt: Arc<Runtime>) -> Re
         return Ok(Action::await_change());
     }
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
-    let status = ignored_status(&requester, &ctx.contract_namespace, ctx.clock.now());
+    let status = ignored_status(
+        &requester,
+        &ctx.contract_namespace,
+        crate::time::now(ctx.clock.as_ref()),
+    );
     let api: Api<Requester> = Api::namespaced(ctx.client.clone(), &namespace);
     write_status_if_changed(&api, &requester, status).await?;
     Ok(Action::await_change())

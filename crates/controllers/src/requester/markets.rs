@@ -1,5 +1,6 @@
-//! One market per Requester: built from `spec.market`, reconfigured when the
-//! bidders change, and found again by the contracts of its namespace.
+//! One market per Requester: built from `spec.market` through the
+//! [`market_adapter`](crate::market_adapter) seam, reconfigured when the spec
+//! changes, and found again by the contracts of its namespace.
 //!
 //! # Which Requester runs a namespace
 //!
@@ -9,33 +10,18 @@
 //!
 //! # Assumptions
 //!
-//! - `seed` and `stateDir` of a local market are read when its market is first
-//!   built; changing them later needs a manager restart (bidders are applied at
-//!   once with `set_bidders`).
-//! - Tests inject one shared [`LocalMarket`] ([`Markets::with_local_market`]) so
-//!   that a restarted controller finds the same RFPs, guests and counters.
+//! Tests inject one shared market ([`Markets::with_injected`]) so that a
+//! restarted controller finds the same RFPs, guests and counters.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
 
 use api::Requester;
 use kube::ResourceExt;
-use market::{ContractKey, LocalMarket, LocalMarketConfig, Market, RfpId};
+use market::{ContractKey, Market, RfpId};
 
+use crate::market_adapter::{Injected, MarketAdapter, Reconfigured};
 use crate::{Clock, Error, Result};
-
-/// The controllers' [`Clock`] as a [`market::Clock`], so the market and the
-/// reconcilers step together under a [`crate::ManualClock`].
-#[derive(Debug, Clone)]
-pub struct MarketClock(pub Arc<dyn Clock>);
-
-impl market::Clock for MarketClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::from(self.0.now())
-    }
-}
 
 /// A market and the RFP ids this process learnt from it.
 #[derive(Clone)]
@@ -74,22 +60,22 @@ impl MarketHandle {
 }
 
 struct Entry {
-    spec: api::LocalMarket,
-    local: Arc<LocalMarket>,
+    spec: api::Market,
+    adapter: MarketAdapter,
     handle: MarketHandle,
 }
 
 /// The markets of the Requesters this process runs.
 pub struct Markets {
     clock: Arc<dyn Clock>,
-    injected: Option<Arc<LocalMarket>>,
+    injected: Option<Injected>,
     entries: Mutex<HashMap<String, Entry>>,
 }
 
 impl std::fmt::Debug for Markets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Markets")
-            .field("injected", &self.injected.is_some())
+            .field("injected", &self.injected)
             .finish_non_exhaustive()
     }
 }
@@ -105,77 +91,59 @@ impl Markets {
         }
     }
 
-    /// Every Requester uses `market` (its bidders still follow the Requester's
-    /// spec); for tests and restarts that must keep one market.
+    /// Every Requester whose spec asks for the kind of `injected` uses it (its
+    /// configuration still follows the Requester's spec); for tests and
+    /// restarts that must keep one market.
     #[must_use]
-    pub fn with_local_market(clock: Arc<dyn Clock>, market: Arc<LocalMarket>) -> Self {
+    pub fn with_injected(clock: Arc<dyn Clock>, injected: Injected) -> Self {
         Self {
             clock,
-            injected: Some(market),
+            injected: Some(injected),
             entries: Mutex::new(HashMap::new()),
         }
     }
 
     /// The market of `requester`, built on first use and reconfigured when its
-    /// bidders changed.
+    /// spec changed.
     ///
     /// # Errors
-    /// [`Error::NoMarket`] when the spec sets no market or the local market
-    /// cannot be built from it (the message says what to fix).
+    /// [`Error::NoMarket`] when the spec sets no market or its market cannot
+    /// be built from it (the message says what to fix).
     pub fn for_requester(&self, requester: &Requester) -> Result<MarketHandle> {
         let key = requester_key(requester);
         let no_market = |reason: String| Error::NoMarket {
             requester: key.clone(),
             reason,
         };
-        let Some(spec) = requester.spec.market.local.clone() else {
-            return Err(no_market(
-                "spec.market sets no market; set spec.market.local".to_owned(),
-            ));
-        };
-        let bidders: Vec<market::LocalBidder> = spec.bidders.iter().map(local_bidder).collect();
+        let spec = &requester.spec.market;
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = entries.get_mut(&key) {
-            if entry.spec.bidders != spec.bidders {
-                entry
-                    .local
-                    .set_bidders(bidders)
-                    .map_err(|e| no_market(e.to_string()))?;
-                tracing::info!(requester = %key, bidders = spec.bidders.len(), "market bidders reconfigured");
+            if entry.spec == *spec {
+                return Ok(entry.handle.clone());
             }
-            if entry.spec.seed != spec.seed || entry.spec.state_dir != spec.state_dir {
-                tracing::warn!(requester = %key, "seed and stateDir of a running market change only after a restart");
+            match entry
+                .adapter
+                .reconfigure(&entry.spec, spec, &key)
+                .map_err(no_market)?
+            {
+                Reconfigured::InPlace => {
+                    entry.spec = spec.clone();
+                    return Ok(entry.handle.clone());
+                }
+                Reconfigured::Rebuild => {}
             }
-            entry.spec = spec;
-            return Ok(entry.handle.clone());
         }
-        let local = match &self.injected {
-            Some(local) => {
-                local
-                    .set_bidders(bidders)
-                    .map_err(|e| no_market(e.to_string()))?;
-                Arc::clone(local)
-            }
-            None => {
-                let config = LocalMarketConfig {
-                    seed: spec.seed,
-                    bidders,
-                    state_dir: spec.state_dir.as_ref().map(PathBuf::from),
-                    node_register_delay: Duration::ZERO,
-                };
-                let clock = Arc::new(MarketClock(Arc::clone(&self.clock)));
-                Arc::new(LocalMarket::new(config, clock).map_err(|e| no_market(e.to_string()))?)
-            }
-        };
+        let adapter =
+            MarketAdapter::build(spec, &self.clock, self.injected.as_ref()).map_err(no_market)?;
         let handle = MarketHandle {
-            market: Arc::clone(&local) as Arc<dyn Market>,
+            market: adapter.market(),
             rfps: Arc::default(),
         };
         entries.insert(
             key,
             Entry {
-                spec,
-                local,
+                spec: spec.clone(),
+                adapter,
                 handle: handle.clone(),
             },
         );
@@ -207,15 +175,6 @@ fn requester_key(requester: &Requester) -> String {
         requester.namespace().unwrap_or_default(),
         requester.name_any()
     )
-}
-
-/// Maps a bidder of the Requester's spec onto the local market's bidder.
-#[must_use]
-pub fn local_bidder(bidder: &api::LocalBidder) -> market::LocalBidder {
-    market::LocalBidder::new(bidder.did.clone(), bidder.cost, bidder.currency.clone())
-        .with_capacity(bidder.capacity)
-        .with_boot_delay(Duration::from_millis(u64::from(bidder.boot_delay_millis)))
-        .with_failure_rate_per_mille(bidder.failure_rate)
 }
 
 /// The Requester that runs `namespace`: the oldest by creationTimestamp, then
@@ -289,33 +248,12 @@ mod tests {
     }
 
     #[test]
-    fn bidders_map_onto_the_local_market() {
-        let bidder = api::LocalBidder {
-            did: "did:web:a".to_owned(),
-            cost: 7,
-            currency: "EUR".to_owned(),
-            capacity: 3,
-            boot_delay_millis: 250,
-            failure_rate: 1000,
-        };
-        let mapped = local_bidder(&bidder);
-        assert_eq!(mapped.capacity, 3);
-        assert_eq!(mapped.boot_delay, Duration::from_millis(250));
-        assert_eq!(mapped.failure_rate_per_mille, 1000);
-        assert_eq!((mapped.cost, mapped.currency.as_str()), (7, "EUR"));
-    }
-
-    #[test]
     fn a_market_is_built_once_and_its_bidders_follow_the_spec() {
         let clock: Arc<dyn Clock> = Arc::new(crate::SystemClock);
         let local = Arc::new(
-            LocalMarket::new(
-                LocalMarketConfig::default(),
-                Arc::new(MarketClock(clock.clone())),
-            )
-            .unwrap(),
+            market::LocalMarket::new(market::LocalMarketConfig::default(), clock.clone()).unwrap(),
         );
-        let markets = Markets::with_local_market(clock, Arc::clone(&local));
+        let markets = Markets::with_injected(clock, Injected::Local(Arc::clone(&local)));
         let mut r = requester("a", 1, false);
         let first = markets.for_requester(&r).unwrap();
         assert!(local.bidders().is_empty());
@@ -325,14 +263,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .bidders
-            .push(api::LocalBidder {
-                did: "did:web:a".to_owned(),
-                cost: 1,
-                currency: "EUR".to_owned(),
-                capacity: 1,
-                boot_delay_millis: 0,
-                failure_rate: 0,
-            });
+            .push(crate::requester::test_fixtures::bidder("did:web:a"));
         let second = markets.for_requester(&r).unwrap();
         assert!(Arc::ptr_eq(&first.market, &second.market));
         assert_eq!(

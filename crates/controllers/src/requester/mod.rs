@@ -44,7 +44,7 @@ mod decide_tests;
 #[cfg(test)]
 mod error_policy_tests;
 #[cfg(test)]
-mod test_fixtures;
+pub(crate) mod test_fixtures;
 
 use std::sync::Arc;
 
@@ -58,9 +58,8 @@ use kube::{Client, ResourceExt};
 use crate::metrics::Metrics;
 use crate::{CacheReadiness, Clock, SharedCaches, StopSignal};
 
-pub use act::{contract_key, request_for};
 pub use decide::Timing;
-pub use markets::{MarketClock, Markets};
+pub use markets::Markets;
 
 /// The `controller` metric label of the contract reconciler.
 pub const CONTRACT_METRICS_LABEL: &str = "requester";

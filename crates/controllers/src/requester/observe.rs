@@ -1,13 +1,15 @@
 //! The pure half of [`super::decide`] that takes the market's answer to the
 //! last command and turns it into the new status and the next command.
 
-use api::{ComputeContractPhase as Phase, ConditionStatus as S, Guest, Winner};
+use api::{ComputeContractPhase as Phase, ConditionStatus as S, Guest};
 use market::{Bid, GuestInfo, GuestStatus, cheapest};
 
-use super::conditions::{self as cond, ceil_seconds, chrono_duration, to_time};
+use super::conditions as cond;
 use super::decide::{
     Command, Draft, FailureKind, MarketFailure, MarketView, Next, Observation, Operation,
 };
+use crate::market_adapter::mapping::{winner_of, winner_of_info};
+use crate::time::{ceil_seconds, chrono_duration, to_time, until};
 
 impl Draft<'_> {
     /// Applies a fresh market answer.
@@ -91,7 +93,7 @@ impl Draft<'_> {
         self.set(cond::BIDDING, S::True, cond::RFP_PUBLISHED, &message);
         self.message(message);
         if end > self.now {
-            Next::Wait(Some(cond::until(end, self.now)))
+            Next::Wait(Some(until(end, self.now)))
         } else {
             Next::Call(Command::CollectBids)
         }
@@ -141,7 +143,7 @@ impl Draft<'_> {
         self.status.next_attempt_at = Some(to_time(retry_at));
         self.set(cond::BIDDING, S::False, cond::NO_BIDS, &message);
         self.fail(cond::NO_BIDS, &message);
-        Next::Wait(Some(cond::until(retry_at, self.now)))
+        Next::Wait(Some(until(retry_at, self.now)))
     }
 
     /// The receipt is known: record it (the caller writes it before the next call).
@@ -379,7 +381,7 @@ impl Draft<'_> {
             self.set(cond::BIDDING, S::False, cond::MARKET_UNAVAILABLE, &message);
         }
         self.message(message);
-        Next::Wait(Some(cond::until(retry_at, self.now)))
+        Next::Wait(Some(until(retry_at, self.now)))
     }
 
     fn release_failed(&mut self, failure: &MarketFailure) -> Next {
@@ -410,23 +412,7 @@ impl Draft<'_> {
         } else {
             self.message(message);
         }
-        Next::Wait(Some(cond::until(retry_at, self.now)))
-    }
-}
-
-fn winner_of(bid: &Bid) -> Winner {
-    Winner {
-        bidder: bid.bidder.clone(),
-        cost: bid.price.cost.truncated(),
-        currency: bid.price.currency.clone(),
-    }
-}
-
-fn winner_of_info(info: &GuestInfo) -> Winner {
-    Winner {
-        bidder: info.provider.clone(),
-        cost: info.price.cost.truncated(),
-        currency: info.price.currency.clone(),
+        Next::Wait(Some(until(retry_at, self.now)))
     }
 }
 

@@ -38,6 +38,7 @@ use super::Runtime;
 use super::conditions as cond;
 use super::markets::select_requester;
 use super::ttl::finished_without_guest;
+use crate::market_adapter::{MarketAdapter, Readiness};
 use crate::{Error, Result};
 
 /// How often a deleting Requester checks on its Infras and contracts.
@@ -92,7 +93,7 @@ fn contracts_in(rt: &Runtime, namespace: &str) -> Vec<Arc<ComputeContract>> {
 
 /// The status of a Requester that is not being deleted.
 fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> RequesterStatus {
-    let now = rt.ctx.clock.now();
+    let now = crate::time::now(rt.ctx.clock.as_ref());
     let mut status = requester.status.clone().unwrap_or_default();
     status.observed_generation = requester.metadata.generation;
     status.contracts = u32::try_from(contracts_in(rt, namespace).len()).unwrap_or(u32::MAX);
@@ -150,25 +151,9 @@ fn live_ready(
             format!("{error}; fix spec.market"),
         );
     }
-    match requester
-        .spec
-        .market
-        .local
-        .as_ref()
-        .map(|l| l.bidders.len())
-    {
-        None | Some(0) => (
-            S::False,
-            cond::NO_BIDDERS,
-            "the local market has no bidders, so no contract can be rented: add bidders to \
-             spec.market.local.bidders"
-                .to_owned(),
-        ),
-        Some(bidders) => (
-            S::True,
-            cond::MARKET_CONFIGURED,
-            format!("the local market is configured with {bidders} bidders"),
-        ),
+    match MarketAdapter::readiness(&requester.spec.market) {
+        Readiness::NoBidders(message) => (S::False, cond::NO_BIDDERS, message),
+        Readiness::Ready(message) => (S::True, cond::MARKET_CONFIGURED, message),
     }
 }
 
@@ -227,7 +212,7 @@ async fn cleanup(
             contracts.len()
         ),
         requester.metadata.generation,
-        rt.ctx.clock.now(),
+        crate::time::now(rt.ctx.clock.as_ref()),
     );
     write_status_if_changed(api, requester, status).await?;
     if !infras.is_empty() || !contracts.is_empty() {

@@ -13,8 +13,9 @@ use std::time::Duration;
 use api::{ComputeContract, ComputeContractPhase as Phase};
 use chrono::{DateTime, Utc};
 
-use super::conditions::{self as cond, from_time, until};
+use super::conditions as cond;
 use super::decide::known_receipt;
+use crate::time::{from_time, until};
 
 /// What the TTL says about a contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +83,8 @@ pub fn verdict(contract: &ComputeContract, now: DateTime<Utc>) -> Ttl {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::requester::conditions::to_time;
     use crate::requester::test_fixtures::{contract, receipt, t0};
+    use crate::time::to_time;
     use api::{ConditionStatus, Winner};
     use proptest::prelude::*;
 

@@ -13,8 +13,9 @@ use api::{
     NodeClaimSpec, Requester, RequesterSpec, Resources,
 };
 use apiserver::testing::TestServer;
+use controllers::market_adapter::Injected;
 use controllers::metrics::Metrics;
-use controllers::requester::{self, MarketClock, Markets, Timing};
+use controllers::requester::{self, Markets, Timing};
 use controllers::{Clock, SharedCaches, SystemClock, infra, nodeclaim};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -60,9 +61,9 @@ impl Env {
     pub fn start_manager(&mut self) {
         let client = &self.manager_client;
         let clock = &self.clock;
-        let markets = Arc::new(Markets::with_local_market(
+        let markets = Arc::new(Markets::with_injected(
             Arc::clone(clock),
-            Arc::clone(&self.market),
+            Injected::Local(Arc::clone(&self.market)),
         ));
         let mut requester_ctx =
             requester::Context::new(client.clone(), Arc::clone(clock), markets, CONTRACT_NS);
@@ -119,8 +120,7 @@ pub async fn start_with(setup: Setup) -> Env {
         seed: 7,
         ..LocalMarketConfig::default()
     });
-    let market =
-        testkit::local_market_with(market_config, Arc::new(MarketClock(Arc::clone(&clock))));
+    let market = testkit::local_market_with(market_config, Arc::clone(&clock));
     create_requester(&client).await;
     let manager_client = match setup.claim_watch_lag {
         Some(lag) => lag::lagging_watches(client.clone(), "nodeclaims", lag),

@@ -19,8 +19,8 @@ use chrono::{DateTime, Utc};
 use controllers::nodeclaim::adopt::GuestHolder;
 use controllers::nodeclaim::compose::{ClusterKey, OwnerClusters};
 use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
-use controllers::nodeclaim::graces::to_time;
 use controllers::nodeclaim::root::RootState;
+use controllers::time::to_time;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 

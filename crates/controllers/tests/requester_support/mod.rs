@@ -11,7 +11,8 @@ use api::{
     RequesterSpec, Resources, Role,
 };
 use apiserver::testing::TestServer;
-use controllers::requester::{self, Context, MarketClock, Markets, Timing};
+use controllers::market_adapter::Injected;
+use controllers::requester::{self, Context, Markets, Timing};
 use controllers::{Clock, SharedCaches, SystemClock};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use market::{ContractKey, LocalMarket};
@@ -34,7 +35,7 @@ impl Env {
         let server = testkit::server_with_crds(&[NS]).await;
         let client = server.client();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market = testkit::local_market(7, Arc::new(MarketClock(Arc::clone(&clock))));
+        let market = testkit::local_market(7, Arc::clone(&clock));
         Self {
             server,
             client,
@@ -46,9 +47,9 @@ impl Env {
     /// Starts the controller (and its caches) on the shared market; abort the
     /// handle to kill it mid-flight.
     pub fn start_controller(&self) -> JoinHandle<()> {
-        let markets = Arc::new(Markets::with_local_market(
+        let markets = Arc::new(Markets::with_injected(
             Arc::clone(&self.clock),
-            Arc::clone(&self.market),
+            Injected::Local(Arc::clone(&self.market)),
         ));
         let mut ctx = Context::new(self.client.clone(), Arc::clone(&self.clock), markets, NS);
         ctx.timing = fast_timing();

@@ -16,7 +16,8 @@ use std::time::Duration;
 use api::{ComputeContract, NodeClaim, NodeClaimPhase, Requester};
 use apiserver::audit::RequestRecord;
 use apiserver::testing::TestServer;
-use controllers::requester::{MarketClock, Markets};
+use controllers::market_adapter::Injected;
+use controllers::requester::Markets;
 use controllers::{Clock, SystemClock};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -59,7 +60,7 @@ impl World {
         let client = server.client();
         testkit::create_namespaces(&client, &[NS, CONTRACT_NS]).await;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market = testkit::local_market(7, Arc::new(MarketClock(clock)));
+        let market = testkit::local_market(7, clock);
         let world = Self {
             server,
             client,
@@ -297,7 +298,7 @@ impl Replica {
             let client = client_for(config, &header);
             let clock: Arc<dyn Clock> = Arc::new(SystemClock);
             let markets = Arc::new(match market {
-                Some(market) => Markets::with_local_market(Arc::clone(&clock), market),
+                Some(market) => Markets::with_injected(Arc::clone(&clock), Injected::Local(market)),
                 None => Markets::new(Arc::clone(&clock)),
             });
             let http = HttpServer::bind("127.0.0.1:0".parse().unwrap())

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use api::{Cluster, ComputeContract, Infra, NodeClaim, NodeClaimPhase, Requester};
 use apiserver::testing::TestServer;
-use controllers::requester::{MarketClock, Markets};
+use controllers::market_adapter::Injected;
+use controllers::requester::Markets;
 use controllers::{Clock, SystemClock, metrics::Metrics};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -83,7 +84,7 @@ impl Env {
         manager::dev::install_crds(&client).await.unwrap();
         testkit::create_namespaces(&client, &[NS, OTHER_NS, CONTRACT_NS]).await;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market = testkit::local_market_with(market, Arc::new(MarketClock(Arc::clone(&clock))));
+        let market = testkit::local_market_with(market, Arc::clone(&clock));
         let mut env = Self {
             server,
             client,
@@ -103,9 +104,9 @@ impl Env {
         let running = Controllers {
             client: self.client.clone(),
             clock: Arc::clone(&self.clock),
-            markets: Arc::new(Markets::with_local_market(
+            markets: Arc::new(Markets::with_injected(
                 Arc::clone(&self.clock),
-                Arc::clone(&self.market),
+                Injected::Local(Arc::clone(&self.market)),
             )),
             metrics: Metrics::default(),
             options: self.options.clone(),

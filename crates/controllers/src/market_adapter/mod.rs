@@ -1,0 +1,137 @@
+//! The one seam between a Requester's `spec.market` and the [`market::Market`]
+//! port: which adapter a spec asks for, how it is built and reconfigured, and
+//! what the Requester's Ready condition says about it. The contract mapping
+//! (API types to the port's and back) is in [`mapping`], the same for every
+//! adapter.
+//!
+//! # Adding a market adapter
+//! 1. The adapter: a module of the `market` crate implementing
+//!    [`market::Market`] (as `market::local` does).
+//! 2. Its configuration: one optional field of [`api::Market`] (with its
+//!    [`api::MarketKind`]), then `cargo run -p xtask -- generate`.
+//! 3. Here: a module beside [`local`] that builds it from that field, one
+//!    variant of [`MarketAdapter`] (and of [`Injected`] if tests share one
+//!    instance), and one arm in each `match` of this file (the compiler
+//!    lists them).
+//!
+//! Nothing else in the controllers names a kind of market: the Requester
+//! reconcilers hold a [`MarketAdapter`] and talk to its [`market::Market`].
+
+pub mod local;
+pub mod mapping;
+
+use std::sync::Arc;
+
+use market::Market;
+
+use crate::Clock;
+
+pub use mapping::{contract_key, request_for};
+
+/// The market a Requester's spec asks for, built.
+#[derive(Clone, Debug)]
+pub enum MarketAdapter {
+    /// `spec.market.local`: the embedded, seeded market of [`local`].
+    Local(Arc<market::LocalMarket>),
+    // Another adapter is one more variant here, e.g.
+    // `Atproto(Arc<market::atproto::AtprotoMarket>)`, built in its own module.
+}
+
+/// A market made outside the controllers and shared by every Requester whose
+/// spec asks for its kind (its configuration still follows the spec): tests
+/// and `manager dev` keep one market across controller restarts this way.
+#[derive(Clone, Debug)]
+pub enum Injected {
+    /// Used for `spec.market.local`.
+    Local(Arc<market::LocalMarket>),
+}
+
+/// What became of a running adapter when its Requester's spec changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reconfigured {
+    /// The running market follows the new spec.
+    InPlace,
+    /// The spec asks for another kind of market (or none): build it anew.
+    Rebuild,
+}
+
+/// What a Requester's Ready condition says about its market, once it is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Contracts can be rented; the message says on what.
+    Ready(String),
+    /// Nobody bids on this market, so nothing can be rented; the message says what to add.
+    NoBidders(String),
+}
+
+/// Why no market can be built from a spec that sets none.
+fn none_set() -> String {
+    // One more adapter is one more field named here.
+    "spec.market sets no market; set spec.market.local".to_owned()
+}
+
+impl MarketAdapter {
+    /// The market `spec` asks for, on `clock`; the injected one when its kind matches.
+    ///
+    /// # Errors
+    /// Why no market can be built from `spec`, said so that a person can fix
+    /// the spec (it becomes the Requester's `NoMarket` condition).
+    pub fn build(
+        spec: &api::Market,
+        clock: &Arc<dyn Clock>,
+        injected: Option<&Injected>,
+    ) -> Result<Self, String> {
+        match spec {
+            api::Market {
+                local: Some(local), ..
+            } => {
+                let injected = injected.map(|Injected::Local(market)| market);
+                local::build(local, clock, injected).map(Self::Local)
+            }
+            _ => Err(none_set()),
+        }
+    }
+
+    /// The port the contract reconciler drives.
+    #[must_use]
+    pub fn market(&self) -> Arc<dyn Market> {
+        match self {
+            Self::Local(market) => Arc::clone(market) as Arc<dyn Market>,
+        }
+    }
+
+    /// Applies `new` (the spec was `old`) to the running market of `requester`.
+    ///
+    /// # Errors
+    /// Why the running market cannot take the new spec.
+    pub fn reconfigure(
+        &self,
+        old: &api::Market,
+        new: &api::Market,
+        requester: &str,
+    ) -> Result<Reconfigured, String> {
+        match (self, new) {
+            (
+                Self::Local(market),
+                api::Market {
+                    local: Some(new), ..
+                },
+            ) => {
+                local::reconfigure(market, old.local.as_ref(), new, requester)?;
+                Ok(Reconfigured::InPlace)
+            }
+            _ => Ok(Reconfigured::Rebuild),
+        }
+    }
+
+    /// What the Requester's Ready condition says about the market `spec` asks for.
+    #[must_use]
+    pub fn readiness(spec: &api::Market) -> Readiness {
+        match spec {
+            api::Market {
+                local: Some(local), ..
+            } => local::readiness(local),
+            _ => Readiness::NoBidders(none_set()),
+        }
+    }
+}
