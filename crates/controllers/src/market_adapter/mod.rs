@@ -64,10 +64,10 @@ pub enum Readiness {
     NoBidders(String),
 }
 
-/// Why no market can be built from a spec that sets none.
+/// Why no market can be built from a spec that sets none (or one no arm builds yet).
 fn none_set() -> String {
     // One more adapter is one more field named here.
-    "spec.market sets no market; set spec.market.local".to_owned()
+    "spec.market sets no market this manager can build; set spec.market.local".to_owned()
 }
 
 impl MarketAdapter {
@@ -88,6 +88,7 @@ impl MarketAdapter {
                 let injected = injected.map(|Injected::Local(market)| market);
                 local::build(local, clock, injected).map(Self::Local)
             }
+            // The atproto arm goes here: `api::Market { atproto: Some(spec), .. } => ...`.
             _ => Err(none_set()),
         }
     }
@@ -120,6 +121,8 @@ impl MarketAdapter {
                 local::reconfigure(market, old.local.as_ref(), new, requester)?;
                 Ok(Reconfigured::InPlace)
             }
+            // An adapter that can follow its spec in place gets its arm here;
+            // any other change builds the market anew.
             _ => Ok(Reconfigured::Rebuild),
         }
     }
@@ -131,6 +134,7 @@ impl MarketAdapter {
             api::Market {
                 local: Some(local), ..
             } => local::readiness(local),
+            // The atproto arm goes here.
             _ => Readiness::NoBidders(none_set()),
         }
     }
