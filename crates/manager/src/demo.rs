@@ -13,8 +13,8 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use api::{
-    Cluster, ClusterPhase, ClusterSpec, ComputeContract, ComputeContractPhase, Infra, NodeClaim,
-    NodeClaimPhase, names,
+    Cluster, ClusterSpec, ComputeContract, ComputeContractPhase, Infra, NodeClaim, NodeClaimPhase,
+    names,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -91,12 +91,12 @@ pub async fn run_script(
         .create(&PostParams::default(), &cluster)
         .await
         .context("create the demo Cluster")?;
-    // In dev mode nobody runs the tenant cluster, so the script reports it Ready with an endpoint.
-    let status = serde_json::json!({"status": {
-        "phase": ClusterPhase::Ready,
-        "url": format!("https://{}.{}.tenants.invalid:6443", options.cluster, options.tenant_namespace),
-        "caData": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmRlbW8KLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=",
-    }});
+    // The script is the tenant: it reports its cluster Ready with an endpoint
+    // (the tenant side of `dev` would too, with the same status, a moment later).
+    let status = serde_json::json!({"status": crate::tenant_side::reported_status(
+        &options.tenant_namespace,
+        &options.cluster,
+    )});
     clusters
         .patch_status(
             &options.cluster,

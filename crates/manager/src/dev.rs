@@ -1,8 +1,9 @@
 //! `dev` and `demo`: the whole product on this machine.
 //!
 //! Starts the embedded API server, installs the CRDs, creates the contract
-//! namespace with a Requester on the local market, and runs the controllers
-//! through the same wiring as `run`.
+//! namespace with a Requester on the local market, plays the tenant clusters'
+//! side ([`crate::tenant_side`]) and runs the controllers through the same
+//! wiring as `run`.
 
 use std::{
     path::{Path, PathBuf},
@@ -26,6 +27,7 @@ use kube::{
 use market::{LocalMarket, LocalMarketConfig};
 
 use crate::shutdown::ShutdownArgs;
+use crate::tenant_side::{self, AbortOnDrop};
 use crate::wiring::{ControllerOptions, Controllers, Running};
 
 /// The field manager of what `dev` installs.
@@ -64,6 +66,7 @@ pub struct DevEnvironment {
     pub market: Arc<LocalMarket>,
     /// The controllers.
     pub controllers: Running,
+    _tenant_side: AbortOnDrop,
     _scratch: Option<tempfile::TempDir>,
 }
 
@@ -136,12 +139,15 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
     }
     .start();
 
+    let tenant_side = AbortOnDrop(tokio::spawn(tenant_side::run(client.clone())));
+
     Ok(DevEnvironment {
         server,
         client,
         kubeconfig,
         market,
         controllers,
+        _tenant_side: tenant_side,
         _scratch: scratch,
     })
 }

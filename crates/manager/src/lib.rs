@@ -13,5 +13,6 @@ pub mod market_port;
 pub mod run;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tenant_side;
 pub mod tree;
 pub mod wiring;
