@@ -142,10 +142,23 @@ async fn metrics_follow_a_scale_up_and_readiness_waits_for_the_caches() {
         ))
     };
     let deployed = r#"socialweb_computecontracts{phase="Deployed"}"#;
-    let after = eventually("every contract counted Deployed", || async {
-        let m = replica.metrics().await;
-        (m.value(deployed) == 3.0).then_some(m)
-    })
+    // A claim's times are observed just after its status write, so a claim
+    // seen Joined may not be counted yet.
+    let timed = |m: &production_support::Metrics| {
+        [
+            "socialweb_nodeclaim_time_to_deployed_seconds_count",
+            "socialweb_nodeclaim_time_to_joined_seconds_count",
+        ]
+        .iter()
+        .all(|count| m.value(count) >= 3.0)
+    };
+    let after = eventually(
+        "every contract counted Deployed, every claim timed",
+        || async {
+            let m = replica.metrics().await;
+            (m.value(deployed) == 3.0 && timed(&m)).then_some(m)
+        },
+    )
     .await;
     for controller in ["nodeclaim", "infra", "requester"] {
         assert!(
