@@ -143,6 +143,7 @@ pub async fn run_process(
         let client = client.clone();
         let metrics = metrics.clone();
         let readiness = readiness.clone();
+        let inbound = inbound.clone();
         move || {
             let running = Controllers {
                 client: client.clone(),
@@ -156,7 +157,11 @@ pub async fn run_process(
             .start();
             let readiness = readiness.clone();
             readiness.set(false);
+            // While this term's controllers run, and not a moment longer
+            // (the guard drops with this future, also when fencing aborts it).
+            let inbound_guard = inbound.open(market::atproto::router(markets.inbox()));
             async move {
+                let _inbound_guard = inbound_guard;
                 // Joined, not spawned: aborting this future (fencing) stops everything.
                 let follow_caches = async {
                     readiness.follow(running.ready).await;

@@ -17,6 +17,7 @@
 //! Nothing else in the controllers names a kind of market: the Requester
 //! reconcilers hold a [`MarketAdapter`] and talk to its [`market::Market`].
 
+pub mod atproto;
 pub mod local;
 pub mod mapping;
 
@@ -33,8 +34,21 @@ pub use mapping::{contract_key, request_for};
 pub enum MarketAdapter {
     /// `spec.market.local`: the embedded, seeded market of [`local`].
     Local(Arc<market::LocalMarket>),
-    // Another adapter is one more variant here, e.g.
-    // `Atproto(Arc<market::atproto::AtprotoMarket>)`, built in its own module.
+    /// `spec.market.atproto`: the public atproto compute market, built by [`atproto`].
+    Atproto(Arc<market::atproto::AtprotoMarket>),
+}
+
+/// What building a market may need besides its spec.
+#[derive(Clone, Copy, Debug)]
+pub struct BuildContext<'a> {
+    /// The market shared by every Requester of its kind, if any.
+    pub injected: Option<&'a Injected>,
+    /// The atproto arm's app password and signing key, read from the
+    /// Secrets the spec names (by the Requester reconcilers, which have a client).
+    pub credentials: Option<&'a atproto::Credentials>,
+    /// Where bidders' pushes arrive: the one inbox of the process, whose
+    /// router the manager serves on its market port.
+    pub inbox: &'a market::atproto::Inbox,
 }
 
 /// A market made outside the controllers and shared by every Requester whose
@@ -62,12 +76,20 @@ pub enum Readiness {
     Ready(String),
     /// Nobody bids on this market, so nothing can be rented; the message says what to add.
     NoBidders(String),
+    /// No market can be built from the spec; the message says what to fix.
+    NoMarket(String),
+    /// A Secret (or a key of it) the spec names does not exist.
+    SecretMissing(String),
+    /// The market refused the credentials, or they do not parse.
+    InvalidCredentials(String),
+    /// The market's servers (the account's PDS) do not answer.
+    PdsUnreachable(String),
 }
 
 /// Why no market can be built from a spec that sets none (or one no arm builds yet).
 fn none_set() -> String {
     // One more adapter is one more field named here.
-    "spec.market sets no market this manager can build; set spec.market.local".to_owned()
+    "spec.market sets no market this manager can build; set spec.market.local or spec.market.atproto".to_owned()
 }
 
 impl MarketAdapter {
@@ -79,16 +101,24 @@ impl MarketAdapter {
     pub fn build(
         spec: &api::Market,
         clock: &Arc<dyn Clock>,
-        injected: Option<&Injected>,
+        context: BuildContext<'_>,
     ) -> Result<Self, String> {
         match spec {
             api::Market {
                 local: Some(local), ..
             } => {
-                let injected = injected.map(|Injected::Local(market)| market);
+                let injected = context.injected.map(|Injected::Local(market)| market);
                 local::build(local, clock, injected).map(Self::Local)
             }
-            // The atproto arm goes here: `api::Market { atproto: Some(spec), .. } => ...`.
+            api::Market {
+                atproto: Some(atproto),
+                ..
+            } => {
+                let credentials = context.credentials.ok_or_else(|| {
+                    "the Secrets of spec.market.atproto were not read yet".to_owned()
+                })?;
+                atproto::build(atproto, credentials, clock, context.inbox).map(Self::Atproto)
+            }
             _ => Err(none_set()),
         }
     }
@@ -98,6 +128,7 @@ impl MarketAdapter {
     pub fn market(&self) -> Arc<dyn Market> {
         match self {
             Self::Local(market) => Arc::clone(market) as Arc<dyn Market>,
+            Self::Atproto(market) => Arc::clone(market) as Arc<dyn Market>,
         }
     }
 
@@ -127,15 +158,24 @@ impl MarketAdapter {
         }
     }
 
-    /// What the Requester's Ready condition says about the market `spec` asks for.
-    #[must_use]
-    pub fn readiness(spec: &api::Market) -> Readiness {
-        match spec {
-            api::Market {
-                local: Some(local), ..
-            } => local::readiness(local),
-            // The atproto arm goes here.
-            _ => Readiness::NoBidders(none_set()),
+    /// What the Requester's Ready condition says about this market, built from `spec`
+    /// (the atproto market is asked whether it logs in and finds bidders).
+    pub async fn readiness(&self, spec: &api::Market) -> Readiness {
+        match (self, spec) {
+            (
+                Self::Local(_),
+                api::Market {
+                    local: Some(local), ..
+                },
+            ) => local::readiness(local),
+            (
+                Self::Atproto(market),
+                api::Market {
+                    atproto: Some(atproto),
+                    ..
+                },
+            ) => atproto::readiness(market, atproto).await,
+            _ => Readiness::NoMarket(none_set()),
         }
     }
 }

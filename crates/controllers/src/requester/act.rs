@@ -27,6 +27,8 @@ use crate::{Error, Result};
 
 /// Most decide/act rounds in one reconcile; the rest happens on the requeue.
 const MAX_STEPS: usize = 8;
+/// How soon a contract whose Requester's market cannot be built looks again.
+const MARKET_RETRY: Duration = Duration::from_secs(10);
 
 /// Reconciles one ComputeContract. See [`super::decide`] for the lifecycle.
 ///
@@ -58,7 +60,7 @@ pub(super) async fn reconcile_contract(
         Ttl::Wait(wait) => Some(wait),
         Ttl::NotFinished | Ttl::Owned => None,
     };
-    let (view, handle) = market_view(&rt, &contract, &namespace);
+    let (view, handle, market_retry) = market_view(&rt, &contract, &namespace).await;
     let mut current = (*contract).clone();
     let mut observation = Observation::Nothing;
     for _ in 0..MAX_STEPS {
@@ -88,7 +90,13 @@ pub(super) async fn reconcile_contract(
             return Ok(Action::await_change());
         }
         let Some(command) = step.command else {
-            return Ok(requeue(step.requeue.into_iter().chain(ttl_wait).min()));
+            return Ok(requeue(
+                step.requeue
+                    .into_iter()
+                    .chain(ttl_wait)
+                    .chain(market_retry)
+                    .min(),
+            ));
         };
         let Some(handle) = handle.as_ref() else {
             // decide only asks for a market call when the view is Ready.
@@ -109,26 +117,43 @@ fn requeue(after: Option<Duration>) -> Action {
     })
 }
 
-/// The market the contract's namespace offers, as decide sees it, and its handle.
-fn market_view(
+/// The market the contract's namespace offers, as decide sees it, its
+/// handle, and how soon to look again when the Requester's market cannot be
+/// built now (its Secrets or servers may come back without any change the
+/// contract would hear of).
+async fn market_view(
     rt: &Runtime,
     contract: &ComputeContract,
     namespace: &str,
-) -> (MarketView, Option<MarketHandle>) {
-    let requesters = rt.requesters.state();
-    let Some(requester) = select_requester(requesters.iter().map(AsRef::as_ref), namespace) else {
+) -> (MarketView, Option<MarketHandle>, Option<Duration>) {
+    let requester = {
+        let requesters = rt.requesters.state();
+        select_requester(requesters.iter().map(AsRef::as_ref), namespace).cloned()
+    };
+    let Some(requester) = requester else {
         let reason = format!(
             "no Requester in namespace {namespace}: create one (kind Requester) to run this contract"
         );
-        return (MarketView::Missing { reason }, None);
+        return (MarketView::Missing { reason }, None, None);
     };
+    let requester = &requester;
     let name = requester.name_any();
+    let unusable = |error: &dyn std::fmt::Display| {
+        let reason = format!("Requester {name} cannot run contracts: {error}");
+        (MarketView::Missing { reason }, None, Some(MARKET_RETRY))
+    };
+    // Read once per process (the Requester reconciler reads them again).
+    if let Err(error) = rt
+        .ctx
+        .markets
+        .read_credentials(&rt.ctx.client, requester, false)
+        .await
+    {
+        return unusable(&error);
+    }
     let handle = match rt.ctx.markets.for_requester(requester) {
         Ok(handle) => handle,
-        Err(error) => {
-            let reason = format!("Requester {name} cannot run contracts: {error}");
-            return (MarketView::Missing { reason }, None);
-        }
+        Err(error) => return unusable(&error),
     };
     let max_in_flight = usize::try_from(requester.spec.max_in_flight).unwrap_or(usize::MAX);
     let in_flight = rt
@@ -151,7 +176,7 @@ fn market_view(
         slot_free: in_flight < max_in_flight,
         root_deleting: requester.metadata.deletion_timestamp.is_some(),
     };
-    (view, Some(handle))
+    (view, Some(handle), None)
 }
 
 /// The contract's RFP id: remembered, or asked for again with an idempotent publish.

@@ -82,6 +82,12 @@ pub const MARKET_CONFIGURED: &str = "MarketConfigured";
 pub const NO_MARKET: &str = "NoMarket";
 /// Reason (Requester Ready): the market has no bidder, so nothing can be rented.
 pub const NO_BIDDERS: &str = "NoBidders";
+/// Reason (Requester Ready): a Secret, or a key of it, that the market's spec names does not exist.
+pub const SECRET_MISSING: &str = "SecretMissing";
+/// Reason (Requester Ready): the market refused the account's credentials, or the signing key does not parse.
+pub const INVALID_CREDENTIALS: &str = "InvalidCredentials";
+/// Reason (Requester Ready): the account's PDS does not answer.
+pub const PDS_UNREACHABLE: &str = "PdsUnreachable";
 /// Reason (Requester Ready): the Requester is outside the contract namespace,
 /// which is the only one this manager runs.
 pub const OUTSIDE_CONTRACT_NAMESPACE: &str = "OutsideContractNamespace";

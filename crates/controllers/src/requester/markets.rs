@@ -20,7 +20,10 @@ use api::Requester;
 use kube::ResourceExt;
 use market::{ContractKey, Market, RfpId};
 
-use crate::market_adapter::{Injected, MarketAdapter, Reconfigured};
+use market::atproto::Inbox;
+
+use crate::market_adapter::atproto::{self, Credentials, CredentialsError};
+use crate::market_adapter::{BuildContext, Injected, MarketAdapter, Readiness, Reconfigured};
 use crate::{Clock, Error, Result};
 
 /// A market and the RFP ids this process learnt from it.
@@ -61,6 +64,8 @@ impl MarketHandle {
 
 struct Entry {
     spec: api::Market,
+    /// The credentials the market was built with (atproto), to see them change.
+    credentials: Option<Credentials>,
     adapter: MarketAdapter,
     handle: MarketHandle,
 }
@@ -70,6 +75,10 @@ pub struct Markets {
     clock: Arc<dyn Clock>,
     injected: Option<Injected>,
     entries: Mutex<HashMap<String, Entry>>,
+    /// The atproto credentials last read per Requester (`namespace/name`).
+    credentials: Mutex<HashMap<String, Credentials>>,
+    /// Where bidders' pushes arrive, for every atproto market of the process.
+    inbox: Inbox,
 }
 
 impl std::fmt::Debug for Markets {
@@ -88,6 +97,8 @@ impl Markets {
             clock,
             injected: None,
             entries: Mutex::new(HashMap::new()),
+            credentials: Mutex::default(),
+            inbox: Inbox::default(),
         }
     }
 
@@ -97,9 +108,64 @@ impl Markets {
     #[must_use]
     pub fn with_injected(clock: Arc<dyn Clock>, injected: Injected) -> Self {
         Self {
-            clock,
             injected: Some(injected),
-            entries: Mutex::new(HashMap::new()),
+            ..Self::new(clock)
+        }
+    }
+
+    /// The inbox of every atproto market of this process: serve
+    /// [`market::atproto::router`] with it where `spec.market.atproto.publicUrl` points.
+    #[must_use]
+    pub fn inbox(&self) -> Inbox {
+        self.inbox.clone()
+    }
+
+    /// Reads the atproto credentials `requester` names, when it uses the
+    /// atproto market and they were not read yet (or always, with
+    /// `again`: the Requester reconciler re-reads them, so a rotated Secret
+    /// rebuilds the market). A local market needs none.
+    ///
+    /// # Errors
+    /// [`CredentialsError`] saying which Secret or key is missing or wrong;
+    /// credentials read before are kept.
+    pub async fn read_credentials(
+        &self,
+        client: &kube::Client,
+        requester: &Requester,
+        again: bool,
+    ) -> std::result::Result<(), CredentialsError> {
+        let Some(spec) = requester.spec.market.atproto.as_ref() else {
+            return Ok(());
+        };
+        let key = requester_key(requester);
+        let known = self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&key);
+        if known && !again {
+            return Ok(());
+        }
+        let namespace = requester.namespace().unwrap_or_default();
+        let read = atproto::read_credentials(client, &namespace, spec).await?;
+        self.credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, read);
+        Ok(())
+    }
+
+    /// What the Requester's Ready condition says about its built market.
+    pub async fn readiness(&self, requester: &Requester) -> Readiness {
+        let adapter = self
+            .entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&requester_key(requester))
+            .map(|entry| entry.adapter.clone());
+        match adapter {
+            Some(adapter) => adapter.readiness(&requester.spec.market).await,
+            None => Readiness::NoMarket("the market is not built yet".to_owned()),
         }
     }
 
@@ -116,10 +182,25 @@ impl Markets {
             reason,
         };
         let spec = &requester.spec.market;
+        let credentials = spec.atproto.as_ref().and_then(|_| {
+            self.credentials
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&key)
+                .cloned()
+        });
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = entries.get_mut(&key) {
-            if entry.spec == *spec {
+            let same_credentials = match (&entry.credentials, &credentials) {
+                (Some(built), Some(read)) => built.same_as(read),
+                (None, None) => true,
+                _ => false,
+            };
+            if entry.spec == *spec && same_credentials {
                 return Ok(entry.handle.clone());
+            }
+            if !same_credentials {
+                tracing::info!(requester = %key, "the market's Secrets changed; building it anew");
             }
             match entry
                 .adapter
@@ -133,8 +214,12 @@ impl Markets {
                 Reconfigured::Rebuild => {}
             }
         }
-        let adapter =
-            MarketAdapter::build(spec, &self.clock, self.injected.as_ref()).map_err(no_market)?;
+        let context = BuildContext {
+            injected: self.injected.as_ref(),
+            credentials: credentials.as_ref(),
+            inbox: &self.inbox,
+        };
+        let adapter = MarketAdapter::build(spec, &self.clock, context).map_err(no_market)?;
         let handle = MarketHandle {
             market: adapter.market(),
             rfps: Arc::default(),
@@ -143,6 +228,7 @@ impl Markets {
             key,
             Entry {
                 spec: spec.clone(),
+                credentials,
                 adapter,
                 handle: handle.clone(),
             },
@@ -162,10 +248,15 @@ impl Markets {
 
     /// Forgets the market of a Requester that is gone.
     pub fn forget(&self, namespace: &str, name: &str) {
+        let key = format!("{namespace}/{name}");
         self.entries
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&format!("{namespace}/{name}"));
+            .remove(&key);
+        self.credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
     }
 }
 

@@ -38,11 +38,16 @@ use super::Runtime;
 use super::conditions as cond;
 use super::markets::select_requester;
 use super::ttl::finished_without_guest;
-use crate::market_adapter::{MarketAdapter, Readiness};
+use crate::market_adapter::Readiness;
 use crate::{Error, Result};
 
 /// How often a deleting Requester checks on its Infras and contracts.
 const CLEANUP_POLL: Duration = Duration::from_secs(2);
+/// How often a ready atproto Requester re-reads its Secrets and asks its
+/// market whether it still logs in and finds bidders.
+const ATPROTO_RECHECK: Duration = Duration::from_secs(300);
+/// How soon an atproto Requester that is not ready looks again.
+const ATPROTO_RETRY: Duration = Duration::from_secs(15);
 
 /// Reconciles one Requester.
 ///
@@ -78,8 +83,21 @@ pub(super) async fn reconcile_requester(
         // The write triggers a new reconcile with the fresh object.
         return Ok(Action::await_change());
     }
-    let status = live_status(&requester, &rt, &namespace);
+    let status = live_status(&requester, &rt, &namespace).await;
+    let ready = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == cond::READY && c.status == S::True);
     write_status_if_changed(&api, &requester, status).await?;
+    if requester.spec.market.atproto.is_some() {
+        // A market outside the cluster changes without an event here: a
+        // rotated Secret, a PDS that came back, a bidder that appeared.
+        return Ok(Action::requeue(if ready {
+            ATPROTO_RECHECK
+        } else {
+            ATPROTO_RETRY
+        }));
+    }
     Ok(Action::await_change())
 }
 
@@ -92,24 +110,21 @@ fn contracts_in(rt: &Runtime, namespace: &str) -> Vec<Arc<ComputeContract>> {
 }
 
 /// The status of a Requester that is not being deleted.
-fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> RequesterStatus {
+async fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> RequesterStatus {
     let now = crate::time::now(rt.ctx.clock.as_ref());
     let mut status = requester.status.clone().unwrap_or_default();
     status.observed_generation = requester.metadata.generation;
     status.contracts = u32::try_from(contracts_in(rt, namespace).len()).unwrap_or(u32::MAX);
     status.market = requester.spec.market.kind();
-    let requesters = rt.requesters.state();
-    let runner = select_requester(requesters.iter().map(AsRef::as_ref), namespace);
-    let market = match runner {
-        Some(runner) if runner.name_any() != requester.name_any() => Ok(()),
-        _ => rt
-            .ctx
-            .markets
-            .for_requester(requester)
-            .map(|_| ())
-            .map_err(|error| error.to_string()),
+    let runner = {
+        let requesters = rt.requesters.state();
+        select_requester(requesters.iter().map(AsRef::as_ref), namespace).map(|r| r.name_any())
     };
-    let (ready, reason, message) = live_ready(requester, runner, market);
+    let readiness = match &runner {
+        Some(runner) if *runner != requester.name_any() => None,
+        _ => Some(market_readiness(requester, rt).await),
+    };
+    let (ready, reason, message) = live_ready(runner.as_deref(), readiness);
     cond::set(
         &mut status.conditions,
         cond::READY,
@@ -122,38 +137,47 @@ fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> Requeste
     status
 }
 
-/// The Ready condition of a live Requester: `runner` is the Requester that
-/// runs its namespace, `market` whether its market could be built (the error
-/// said as a person reads it).
+/// Reads the market's Secrets again, builds (or rebuilds) the market, and
+/// asks it whether it can rent.
+async fn market_readiness(requester: &Requester, rt: &Runtime) -> Readiness {
+    let markets = &rt.ctx.markets;
+    if let Err(error) = markets
+        .read_credentials(&rt.ctx.client, requester, true)
+        .await
+    {
+        return error.readiness();
+    }
+    if let Err(error) = markets.for_requester(requester) {
+        return Readiness::NoMarket(format!("{error}; fix spec.market"));
+    }
+    markets.readiness(requester).await
+}
+
+/// The Ready condition of a live Requester: `runner` is the name of the
+/// Requester that runs its namespace, `readiness` what its market says
+/// (`None` when another Requester runs the namespace).
 ///
 /// # Guarantees
 /// True only for the Requester that runs the namespace, with a market that
-/// was built and has at least one bidder: a market nobody bids on rents nothing.
-fn live_ready(
-    requester: &Requester,
-    runner: Option<&Requester>,
-    market: Result<(), String>,
-) -> (S, &'static str, String) {
-    if let Some(runner) = runner.filter(|r| r.name_any() != requester.name_any()) {
+/// was built and can rent: a market nobody bids on rents nothing.
+fn live_ready(runner: Option<&str>, readiness: Option<Readiness>) -> (S, &'static str, String) {
+    let Some(readiness) = readiness else {
         return (
             S::False,
             cond::SUPERSEDED,
             format!(
                 "Requester {} (the oldest in this namespace) runs its contracts; delete this one",
-                runner.name_any()
+                runner.unwrap_or_default()
             ),
         );
-    }
-    if let Err(error) = market {
-        return (
-            S::False,
-            cond::NO_MARKET,
-            format!("{error}; fix spec.market"),
-        );
-    }
-    match MarketAdapter::readiness(&requester.spec.market) {
-        Readiness::NoBidders(message) => (S::False, cond::NO_BIDDERS, message),
+    };
+    match readiness {
         Readiness::Ready(message) => (S::True, cond::MARKET_CONFIGURED, message),
+        Readiness::NoBidders(message) => (S::False, cond::NO_BIDDERS, message),
+        Readiness::NoMarket(message) => (S::False, cond::NO_MARKET, message),
+        Readiness::SecretMissing(message) => (S::False, cond::SECRET_MISSING, message),
+        Readiness::InvalidCredentials(message) => (S::False, cond::INVALID_CREDENTIALS, message),
+        Readiness::PdsUnreachable(message) => (S::False, cond::PDS_UNREACHABLE, message),
     }
 }
 
@@ -324,34 +348,52 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::requester::test_fixtures::requester_with;
 
     #[test]
-    fn a_market_without_bidders_is_not_ready() {
-        let none = requester_with("root", vec![]);
-        let (ready, reason, message) = live_ready(&none, Some(&none), Ok(()));
-        assert_eq!((ready, reason), (S::False, cond::NO_BIDDERS));
-        assert!(message.contains("spec.market.local.bidders"), "{message}");
-
-        let one = requester_with(
-            "root",
-            vec![crate::requester::test_fixtures::bidder("did:web:a")],
-        );
-        let (ready, reason, message) = live_ready(&one, Some(&one), Ok(()));
-        assert_eq!((ready, reason), (S::True, cond::MARKET_CONFIGURED));
-        assert!(message.contains("1 bidders"), "{message}");
+    fn each_market_readiness_is_its_own_reason() {
+        let cases = [
+            (
+                Readiness::Ready("ok".into()),
+                S::True,
+                cond::MARKET_CONFIGURED,
+            ),
+            (Readiness::NoBidders("b".into()), S::False, cond::NO_BIDDERS),
+            (Readiness::NoMarket("m".into()), S::False, cond::NO_MARKET),
+            (
+                Readiness::SecretMissing("s".into()),
+                S::False,
+                cond::SECRET_MISSING,
+            ),
+            (
+                Readiness::InvalidCredentials("c".into()),
+                S::False,
+                cond::INVALID_CREDENTIALS,
+            ),
+            (
+                Readiness::PdsUnreachable("p".into()),
+                S::False,
+                cond::PDS_UNREACHABLE,
+            ),
+        ];
+        for (readiness, status, reason) in cases {
+            let expected_message = match &readiness {
+                Readiness::Ready(m)
+                | Readiness::NoBidders(m)
+                | Readiness::NoMarket(m)
+                | Readiness::SecretMissing(m)
+                | Readiness::InvalidCredentials(m)
+                | Readiness::PdsUnreachable(m) => m.clone(),
+            };
+            assert_eq!(
+                live_ready(Some("root"), Some(readiness)),
+                (status, reason, expected_message)
+            );
+        }
     }
 
     #[test]
-    fn a_broken_market_and_a_superseded_requester_are_not_ready() {
-        let root = requester_with(
-            "root",
-            vec![crate::requester::test_fixtures::bidder("did:web:a")],
-        );
-        let (ready, reason, _) = live_ready(&root, Some(&root), Err("no market".to_owned()));
-        assert_eq!((ready, reason), (S::False, cond::NO_MARKET));
-        let older = requester_with("older", vec![]);
-        let (ready, reason, message) = live_ready(&root, Some(&older), Ok(()));
+    fn a_superseded_requester_is_not_ready_and_names_the_runner() {
+        let (ready, reason, message) = live_ready(Some("older"), None);
         assert_eq!((ready, reason), (S::False, cond::SUPERSEDED));
         assert!(message.contains("older"), "{message}");
     }

@@ -204,6 +204,19 @@ pub fn published_at_most_once(env: &Env, history: &[HistoryEntry]) {
             failed.insert(e.name.clone());
         }
     }
+    if let Some(atproto) = &env.atproto {
+        // The records name no contract (they are public): count them all.
+        // A contract that never failed publishes one request, ever.
+        let rfps = atproto.rfps();
+        assert!(
+            rfps <= names.len() + failed.len(),
+            "{rfps} requests for proposal for {} contracts ({} failed)",
+            names.len(),
+            failed.len()
+        );
+        rented_once(env, history);
+        return;
+    }
     for name in names {
         let rfps = env
             .market
@@ -352,6 +365,15 @@ pub async fn assert_cluster_gone(env: &Env, ns: &str, name: &str) {
     let secrets = env.secrets().list(&selector).await.unwrap().items;
     assert!(secrets.is_empty(), "join Secrets of {infra} remain");
     for receipt in receipts_of(&env.server.history(), Some(&infra)).values() {
+        if let Some(atproto) = &env.atproto {
+            let machines = atproto.machines_of(receipt);
+            assert!(
+                !machines.is_empty() && machines.iter().all(|m| !m.running),
+                "guest {} of {infra} never released: {machines:?}",
+                receipt.uri
+            );
+            continue;
+        }
         assert!(
             env.market.release_calls(receipt) >= 1,
             "guest {} of {infra} never released",
@@ -380,4 +402,32 @@ pub fn receipts_of(history: &[HistoryEntry], infra: Option<&str>) -> BTreeMap<St
         }
     }
     receipts
+}
+
+/// Invariant 5 at an atproto market (no second accept): every receipt a
+/// contract recorded started exactly one machine, and no machine was started
+/// that no contract knows (an accept processed twice would be one).
+pub fn rented_once(env: &Env, history: &[HistoryEntry]) {
+    let Some(atproto) = &env.atproto else { return };
+    let receipts: BTreeSet<String> = receipts_of(history, None)
+        .into_values()
+        .map(|r| r.uri)
+        .collect();
+    for uri in &receipts {
+        let machines: Vec<_> = atproto
+            .machines()
+            .into_iter()
+            .filter(|(_, m)| &m.receipt.uri == uri)
+            .collect();
+        assert_eq!(machines.len(), 1, "receipt {uri}: {machines:?}");
+    }
+    let unknown: Vec<_> = atproto
+        .machines()
+        .into_iter()
+        .filter(|(_, m)| !receipts.contains(&m.receipt.uri))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "machines no contract knows (a second accept?): {unknown:?}"
+    );
 }

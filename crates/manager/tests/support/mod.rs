@@ -4,6 +4,7 @@
 //! its `done`) and start again on the same server and market.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod atproto_market;
 pub mod invariants;
 pub mod logs;
 
@@ -49,7 +50,11 @@ pub struct Env {
     pub market: Arc<LocalMarket>,
     /// What the manager runs with (kept across restarts).
     pub options: ControllerOptions,
+    /// The atproto market the Requester uses instead of `market`, if any.
+    pub atproto: Option<atproto_market::AtprotoEnv>,
     manager: Option<JoinHandle<()>>,
+    /// Keeps the market port answering while the manager runs.
+    inbound: Option<manager::market_port::InboundGuard>,
 }
 
 impl Drop for Env {
@@ -57,6 +62,7 @@ impl Drop for Env {
         if let Some(manager) = self.manager.take() {
             manager.abort();
         }
+        self.inbound = None;
     }
 }
 
@@ -91,23 +97,65 @@ impl Env {
             clock,
             market,
             options,
+            atproto: None,
             manager: None,
+            inbound: None,
         };
         env.create_requester().await;
         env.start_manager();
         env
     }
 
+    /// [`Env::start`], but the Requester `root` uses an atproto market of
+    /// fake bidders (plan 0013), reached over loopback HTTP.
+    pub async fn start_atproto(offers: &[manager::fake_market::FakeOffer]) -> Self {
+        logs::capture();
+        logs::dump_on_panic();
+        let server = TestServer::start().await.unwrap();
+        let client = server.client();
+        manager::dev::install_crds(&client).await.unwrap();
+        testkit::create_namespaces(&client, &[NS, OTHER_NS, CONTRACT_NS]).await;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let market = testkit::local_market_with(LocalMarketConfig::default(), Arc::clone(&clock));
+        let atproto = atproto_market::AtprotoEnv::start(&client, offers).await;
+        let mut env = Self {
+            server,
+            client,
+            clock,
+            market,
+            options: ControllerOptions::default(),
+            atproto: Some(atproto),
+            manager: None,
+            inbound: None,
+        };
+        env.atproto_env().create_requester(&env.client).await;
+        env.start_manager();
+        env
+    }
+
+    /// The atproto market of an [`Env::start_atproto`] environment.
+    pub fn atproto_env(&self) -> &atproto_market::AtprotoEnv {
+        self.atproto.as_ref().expect("an atproto environment")
+    }
+
     /// Starts the manager through the real wiring on this server and market.
     pub fn start_manager(&mut self) {
         assert!(self.manager.is_none(), "the manager is already running");
+        let markets = Arc::new(Markets::with_injected(
+            Arc::clone(&self.clock),
+            Injected::Local(Arc::clone(&self.market)),
+        ));
+        // A new process: a new inbox, whose router the market port serves
+        // until the manager is killed.
+        self.inbound = self.atproto.as_ref().map(|atproto| {
+            atproto
+                .inbound
+                .open(market::atproto::router(markets.inbox()))
+        });
         let running = Controllers {
             client: self.client.clone(),
             clock: Arc::clone(&self.clock),
-            markets: Arc::new(Markets::with_injected(
-                Arc::clone(&self.clock),
-                Injected::Local(Arc::clone(&self.market)),
-            )),
+            markets,
             metrics: Metrics::default(),
             options: self.options.clone(),
             // Killed by dropping `done`, never stopped gracefully.
@@ -122,6 +170,7 @@ impl Env {
         let manager = self.manager.take().expect("a running manager");
         manager.abort();
         let _ = manager.await;
+        self.inbound = None;
     }
 
     async fn create_requester(&self) {

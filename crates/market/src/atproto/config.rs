@@ -72,6 +72,18 @@ pub struct AtprotoMarketConfig {
 }
 
 impl AtprotoMarketConfig {
+    /// Whether `key` is a signing key of `algorithm` (64 hex digits of a
+    /// valid scalar), checked before a market is built so that a bad key is
+    /// said as such; the error never contains the key.
+    ///
+    /// # Errors
+    /// Why the key does not parse.
+    pub fn check_signing_key(algorithm: Algorithm, key: &Secret<String>) -> Result<(), String> {
+        atproto::SigningKey::from_hex(algorithm, key)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
     /// The public PLC directory.
     pub const PUBLIC_PLC: &'static str = atproto::DidResolver::PUBLIC_PLC;
 

@@ -1,0 +1,187 @@
+//! DESIGN.md section 6 with `spec.market.atproto`: the embedded API server,
+//! the REAL manager wiring, and the atproto market's fake PLC, PDS, relay and
+//! bidders over loopback HTTP; the bidders call the manager's market port
+//! back. Every invariant of section 5 is checked after each scenario, and the
+//! fake bidders' machines prove "one machine per contract" and "every
+//! release stops its machine" (plan 0013, R5-ACCEPTANCE).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use api::ComputeContractPhase;
+use api::names::infra_name;
+use kube::ResourceExt;
+use kube::api::DeleteParams;
+use support::atproto_market::three_bidders;
+use support::invariants::{assert_all, assert_cluster_gone, receipts_of};
+use support::{Env, NS, eventually};
+
+fn phase(c: &api::ComputeContract) -> Option<ComputeContractPhase> {
+    c.status.as_ref().and_then(|s| s.phase)
+}
+
+fn deleted(e: &apiserver::testing::HistoryEntry, resource: &str, name: &str) -> bool {
+    format!("{:?}", e.change) == "Deleted" && e.resource.ends_with(resource) && e.name == name
+}
+
+fn released(e: &apiserver::testing::HistoryEntry, name: &str) -> bool {
+    e.resource.ends_with("/computecontracts")
+        && e.name == name
+        && e.object()["status"]["phase"] == "Released"
+}
+
+fn first_rv(
+    history: &[apiserver::testing::HistoryEntry],
+    what: &str,
+    matches: impl Fn(&apiserver::testing::HistoryEntry) -> bool,
+) -> u64 {
+    history
+        .iter()
+        .find(|e| matches(e))
+        .map(|e| e.resource_version)
+        .unwrap_or_else(|| panic!("never happened: {what}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_up_two_rents_two_machines_from_the_cheapest_bidder() {
+    let env = Env::start_atproto(&three_bidders()).await;
+    let (_, a, b) = env.two_joined().await;
+    let atproto = env.atproto_env();
+    let cheapest = atproto.bidders()[0].did().to_owned();
+    for claim in [&a, &b] {
+        let contract = env.contract_of(claim).await.expect("a contract per claim");
+        assert_eq!(phase(&contract), Some(ComputeContractPhase::Deployed));
+        let status = contract.status.unwrap();
+        assert_eq!(status.winner.unwrap().bidder, cheapest);
+        let receipt = status.receipt.unwrap();
+        assert!(
+            receipt.uri.starts_with(&format!("at://{cheapest}/")),
+            "{}",
+            receipt.uri
+        );
+        let guest = status.guest.unwrap();
+        assert!(guest.node_id.is_some(), "the guest registered its identity");
+    }
+    assert_eq!(atproto.rfps(), 2, "one request for proposal per contract");
+    assert_eq!(atproto.accepts(), 2, "one accept per contract");
+    assert_eq!(atproto.bidders()[0].counters().running, 2);
+    let requester = env.requesters().get("root").await.unwrap();
+    let ready = requester
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.reason, "MarketConfigured", "{}", ready.message);
+    assert!(ready.message.contains("3 bidders"), "{}", ready.message);
+    assert_all(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_one_stops_its_machine_and_keeps_the_other() {
+    let env = Env::start_atproto(&three_bidders()).await;
+    let (_, a, b) = env.two_joined().await;
+    let name_a = env.contract_of(&a).await.unwrap().name_any();
+    let before_b = env.contract_of(&b).await.unwrap();
+    env.claims(NS)
+        .delete("worker-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_gone(&env.claims(NS), "worker-a").await;
+    let history = env.server.history();
+    assert!(
+        first_rv(&history, "released", |e| released(e, &name_a))
+            < first_rv(&history, "deleted", |e| deleted(
+                e,
+                "/computecontracts",
+                &name_a
+            ))
+    );
+    let atproto = env.atproto_env();
+    atproto.quiet().await;
+    let receipts = receipts_of(&history, None);
+    let machines_a = atproto.machines_of(&receipts[&name_a]);
+    assert_eq!(machines_a.len(), 1);
+    assert!(!machines_a[0].running, "the release stopped its machine");
+    let machines_b = atproto.machines_of(&receipts[&before_b.name_any()]);
+    assert!(machines_b[0].running, "the other machine is untouched");
+    let after_b = env.contract_of(&b).await.unwrap();
+    assert_eq!(after_b.uid(), before_b.uid());
+    assert_eq!(phase(&after_b), Some(ComputeContractPhase::Deployed));
+    assert_all(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_delete_stops_every_machine_before_the_infra_goes() {
+    let env = Env::start_atproto(&three_bidders()).await;
+    let (_, a, b) = env.two_joined().await;
+    let names = [
+        env.contract_of(&a).await.unwrap().name_any(),
+        env.contract_of(&b).await.unwrap().name_any(),
+    ];
+    env.clusters(NS)
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_gone(&env.clusters(NS), "c1").await;
+    env.atproto_env().quiet().await;
+    assert_cluster_gone(&env, NS, "c1").await;
+    let history = env.server.history();
+    let infra = infra_name(NS, "c1");
+    let infra_gone = first_rv(&history, "Infra deleted", |e| deleted(e, "/infras", &infra));
+    for name in &names {
+        assert!(first_rv(&history, "released", |e| released(e, name)) < infra_gone);
+    }
+    for name in ["worker-a", "worker-b"] {
+        let _ = env.claims(NS).delete(name, &DeleteParams::default()).await;
+        env.wait_gone(&env.claims(NS), name).await;
+    }
+    assert_eq!(
+        env.atproto_env().bidders()[0].counters().running,
+        0,
+        "no machine left running"
+    );
+    assert_all(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_delete_order_releases_every_machine_before_the_requester_goes() {
+    let env = Env::start_atproto(&three_bidders()).await;
+    let (_, a, b) = env.two_joined().await;
+    let names = [
+        env.contract_of(&a).await.unwrap().name_any(),
+        env.contract_of(&b).await.unwrap().name_any(),
+    ];
+    env.requesters()
+        .delete("root", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_gone(&env.requesters(), "root").await;
+    env.atproto_env().quiet().await;
+    let history = env.server.history();
+    let root_gone = first_rv(&history, "Requester deleted", |e| {
+        deleted(e, "/requesters", "root")
+    });
+    for name in &names {
+        let gone = first_rv(&history, "contract deleted", |e| {
+            deleted(e, "/computecontracts", name)
+        });
+        assert!(first_rv(&history, "released", |e| released(e, name)) < gone);
+        assert!(gone < root_gone, "{name} went before the Requester");
+    }
+    let atproto = env.atproto_env();
+    for receipt in receipts_of(&history, None).values() {
+        let machines = atproto.machines_of(receipt);
+        assert!(machines.iter().all(|m| !m.running), "{machines:?}");
+    }
+    support::invariants::deleted_only_when_released(&history);
+    support::invariants::writers_are_exclusive(&history);
+    support::invariants::secrets_stay_in_join_secrets(&history);
+    support::invariants::published_at_most_once(&env, &history);
+    support::invariants::assert_quiet(&env).await;
+    eventually("no machine running", || async {
+        (atproto.bidders()[0].counters().running == 0).then_some(())
+    })
+    .await;
+}
