@@ -216,17 +216,16 @@ pub async fn readiness(market: &AtprotoMarket, spec: &api::AtprotoMarket) -> Rea
             health.did,
             health.bidders.len()
         )),
-        Err(Unhealthy::Credentials(why)) => Readiness::InvalidCredentials(format!(
-            "{why}: check spec.market.atproto.account and the app password in Secret {} key {}",
+        Err(error @ Unhealthy::Credentials(_)) => Readiness::InvalidCredentials(format!(
+            "{error}; check spec.market.atproto.account and the app password in Secret {} key {}",
             spec.app_password_secret_ref.name, spec.app_password_secret_ref.key
         )),
-        Err(Unhealthy::Unreachable(why)) => Readiness::PdsUnreachable(format!(
-            "{why}: check spec.market.atproto.pdsUrl ({}), DNS and egress",
+        Err(error @ Unhealthy::Unreachable(_)) => Readiness::PdsUnreachable(format!(
+            "{error}; check spec.market.atproto.pdsUrl ({}), DNS and egress",
             spec.pds_url
         )),
-        Err(Unhealthy::NoBidders(why)) => Readiness::NoBidders(format!(
-            "no bidder of the atproto market answered: {why}; check spec.market.atproto.bidders \
-             and relayUrl"
+        Err(error @ Unhealthy::NoBidders(_)) => Readiness::NoBidders(format!(
+            "{error}; check spec.market.atproto.bidders and relayUrl"
         )),
     }
 }
