@@ -52,7 +52,12 @@ pub struct Audit {
     log: Mutex<Vec<RequestRecord>>,
     counters: Mutex<Counters>,
     log_cap: usize,
+    /// Log only writes (counters still count every request).
+    writes_only: bool,
 }
+
+/// The verbs that change objects.
+pub const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
 impl Audit {
     /// A sink keeping up to `log_cap` requests (counters are unbounded).
@@ -62,7 +67,15 @@ impl Audit {
             log: Mutex::default(),
             counters: Mutex::default(),
             log_cap,
+            writes_only: false,
         }
+    }
+
+    /// Keeps only writes ([`WRITE_VERBS`]) in the log when `writes_only`.
+    #[must_use]
+    pub fn writes_only(mut self, writes_only: bool) -> Self {
+        self.writes_only = writes_only;
+        self
     }
 
     /// Records one request.
@@ -86,6 +99,9 @@ impl Audit {
                 );
             }
         }
+        if self.writes_only && !WRITE_VERBS.contains(&record.verb.as_str()) {
+            return;
+        }
         let mut log = self.log.lock();
         if log.len() < self.log_cap {
             log.push(record);
@@ -108,5 +124,37 @@ impl Audit {
     pub fn reset(&self) {
         self.log.lock().clear();
         *self.counters.lock() = Counters::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(verb: &str) -> RequestRecord {
+        RequestRecord {
+            method: String::new(),
+            uri: String::new(),
+            verb: verb.to_owned(),
+            resource: "configmaps".to_owned(),
+            namespace: String::new(),
+            field_manager: String::new(),
+            user_agent: String::new(),
+            status: 200,
+        }
+    }
+
+    #[test]
+    fn a_writes_only_log_keeps_writes_and_counts_everything() {
+        let audit = Audit::new(10).writes_only(true);
+        for verb in ["get", "list", "watch", "create", "patch", "delete", ""] {
+            audit.record(request(verb));
+        }
+        let logged: Vec<String> = audit.requests().into_iter().map(|r| r.verb).collect();
+        assert_eq!(logged, ["create", "patch", "delete"]);
+        assert_eq!(audit.counters().by_verb.values().sum::<u64>(), 6);
+        let everything = Audit::new(10);
+        everything.record(request("list"));
+        assert_eq!(everything.requests().len(), 1);
     }
 }

@@ -56,6 +56,10 @@ pub struct Options {
     pub compact_every: u64,
     /// How many requests the request log keeps (0: none; counters are always kept).
     pub request_log_cap: usize,
+    /// The request log keeps only writes (create, update, patch, delete,
+    /// deletecollection): a benchmark of thousands of nodes keeps every write
+    /// without holding every read too.
+    pub request_log_writes_only: bool,
     /// How many writes the history keeps for tests (0: none). Each entry keeps that
     /// version of the object alive, so long-running servers leave it at 0.
     pub history_cap: usize,
@@ -73,6 +77,7 @@ impl Default for Options {
             event_window: 20_000,
             compact_every: 10_000,
             request_log_cap: 0,
+            request_log_writes_only: false,
             history_cap: 0,
             event_ttl: Duration::from_secs(3600),
         }
@@ -120,7 +125,7 @@ impl App {
         let app = Arc::new(Self {
             store,
             registry: RwLock::new(Registry::with_builtins()),
-            audit: Audit::new(options.request_log_cap),
+            audit: Audit::new(options.request_log_cap).writes_only(options.request_log_writes_only),
             faults: Faults::default(),
             options,
             kick: tokio::sync::Notify::new(),

@@ -101,6 +101,23 @@ impl TestServerBuilder {
         self
     }
 
+    /// How many requests the request log keeps (default 100,000), and whether
+    /// it keeps only writes; the counters count every request either way.
+    #[must_use]
+    pub fn request_log(mut self, cap: usize, writes_only: bool) -> Self {
+        self.options.request_log_cap = cap;
+        self.options.request_log_writes_only = writes_only;
+        self
+    }
+
+    /// How many writes [`TestServer::history`] keeps (default 200,000); each
+    /// keeps its version of the object alive, so a benchmark of memory wants 0.
+    #[must_use]
+    pub fn history_cap(mut self, writes: usize) -> Self {
+        self.options.history_cap = writes;
+        self
+    }
+
     /// Serves plain HTTP instead of HTTPS (the token still applies).
     #[must_use]
     pub fn plain_http(mut self) -> Self {
