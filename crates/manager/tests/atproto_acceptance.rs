@@ -54,7 +54,10 @@ async fn scale_up_two_rents_two_machines_over_the_market() {
         // The cheapest bid received in the window wins (which bids arrive in
         // 1 s depends on the machine's load; the adapter's tests pin the choice).
         let winner = status.winner.unwrap().bidder;
-        assert!(atproto.bidders().iter().any(|b| b.did() == winner), "{winner}");
+        assert!(
+            atproto.bidders().iter().any(|b| b.did() == winner),
+            "{winner}"
+        );
         let receipt = status.receipt.unwrap();
         assert!(
             receipt.uri.starts_with(&format!("at://{winner}/")),

@@ -226,3 +226,64 @@ async fn a_bidder_restart_keeps_its_guests_deployed_and_rents_on() {
         "one machine per claim, never two"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_pushed_while_no_manager_runs_are_read_after_the_restart() {
+    let mut env = Env::start_atproto(&three_bidders()).await;
+    // The machines report a while after the accept: by then no manager runs.
+    env.atproto_env()
+        .market
+        .net
+        .faults
+        .set_bidder(atproto_fake::BidderKnobs {
+            provisioning_delay: std::time::Duration::from_secs(2),
+            ..Default::default()
+        });
+    let claim = one_claim(&env).await;
+    eventually("the receipt recorded", || async {
+        let contract = env.contract_of(&claim).await?;
+        contract.status?.receipt.map(drop)
+    })
+    .await;
+    env.kill_manager().await;
+    // Nobody leads: the market port answers every push 503, and keeps nothing.
+    let url = format!("{}/xrpc/{}", env.atproto_env().public_url, m::SUBMIT_EVENT);
+    let answer = reqwest::Client::new()
+        .post(&url)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 503);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(body["error"], "NotLeader");
+    let winner = env
+        .contract_of(&claim)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .winner
+        .unwrap()
+        .bidder;
+    eventually(
+        "the provider's events written (and pushed in vain)",
+        || async {
+            let events = env
+                .atproto_env()
+                .market
+                .net
+                .pds
+                .records(&winner, m::EVENT)
+                .len();
+            (events >= 2).then_some(())
+        },
+    )
+    .await;
+    env.start_manager();
+    env.wait_joined(NS, &["worker-a"]).await;
+    let contract = env.contract_of(&claim).await.unwrap();
+    assert!(contract.status.unwrap().guest.unwrap().node_id.is_some());
+    assert_eq!(machines_started(&env), 1);
+    assert_all(&env).await;
+}
