@@ -90,6 +90,16 @@ async fn run_dev(args: &DevArgs) -> anyhow::Result<()> {
         env.server.url()
     );
     println!("kubeconfig: {}", env.kubeconfig.display());
+    if let Some(atproto) = &env.atproto {
+        println!(
+            "fake atproto market: PDS {}, PLC {}, relay {}; {} bidders; submitBid/submitEvent at {}",
+            atproto.market.net.pds_url,
+            atproto.market.net.plc_url,
+            atproto.market.net.relay_url,
+            atproto.market.bidders.len(),
+            atproto.public_url
+        );
+    }
     println!("try: {}", dev::kubectl_hint(&env.kubeconfig));
     println!(
         "     kubectl --kubeconfig {} apply -f examples/",

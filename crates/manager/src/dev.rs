@@ -1,9 +1,10 @@
 //! `dev` and `demo`: the whole product on this machine.
 //!
 //! Starts the embedded API server, installs the CRDs, creates the contract
-//! namespace with a Requester on the local market, plays the tenant clusters'
-//! side ([`crate::tenant_side`]) and runs the controllers through the same
-//! wiring as `run`.
+//! namespace with a Requester on the local market (or, with `--market
+//! atproto-fake`, on a fake atproto market: [`crate::dev_atproto`]), plays the
+//! tenant clusters' side ([`crate::tenant_side`]) and runs the controllers
+//! through the same wiring as `run`.
 
 use std::{
     path::{Path, PathBuf},
@@ -26,6 +27,7 @@ use kube::{
 };
 use market::{LocalMarket, LocalMarketConfig};
 
+use crate::dev_atproto::{self, DevAtproto};
 use crate::shutdown::ShutdownArgs;
 use crate::tenant_side::{self, AbortOnDrop};
 use crate::wiring::{ControllerOptions, Controllers, Running};
@@ -52,6 +54,21 @@ pub struct DevArgs {
     /// How long reconciles in flight may finish after SIGTERM/SIGINT.
     #[command(flatten)]
     pub shutdown: ShutdownArgs,
+    /// The market of the dev Requester: `local` (the embedded simulated
+    /// market, Requester `local`) or `atproto-fake` (an atproto compute
+    /// market of fake PLC, PDS, relay and bidders in this process, over real
+    /// HTTP; Requester `atproto`).
+    #[arg(long, value_enum, default_value_t = DevMarket::Local)]
+    pub market: DevMarket,
+}
+
+/// The market `dev` runs its Requester on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DevMarket {
+    /// The embedded simulated market.
+    Local,
+    /// The atproto market, faked in this process.
+    AtprotoFake,
 }
 
 /// A running development environment; everything stops when it is dropped.
@@ -66,6 +83,8 @@ pub struct DevEnvironment {
     pub market: Arc<LocalMarket>,
     /// The controllers.
     pub controllers: Running,
+    /// The fake atproto market, with `--market atproto-fake`.
+    pub atproto: Option<DevAtproto>,
     _tenant_side: AbortOnDrop,
     _scratch: Option<tempfile::TempDir>,
 }
@@ -111,7 +130,11 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
     install_crds(&client).await?;
     let namespace = &args.controllers.contract_namespace;
     ensure_namespace(&client, namespace).await?;
-    ensure_requester(&client, namespace).await?;
+    if args.market == DevMarket::Local {
+        ensure_requester(&client, namespace).await?;
+    } else {
+        refuse_a_local_requester(&client, namespace).await?;
+    }
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let market = Arc::new(
@@ -126,13 +149,20 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
         )
         .context("open the local market")?,
     );
+    let markets = Arc::new(Markets::with_injected(
+        clock.clone(),
+        controllers::market_adapter::Injected::Local(Arc::clone(&market)),
+    ));
+    let atproto = match args.market {
+        DevMarket::Local => None,
+        DevMarket::AtprotoFake => {
+            Some(dev_atproto::start(&client, namespace, markets.inbox()).await?)
+        }
+    };
     let controllers = Controllers {
         client: client.clone(),
         clock: Arc::clone(&clock),
-        markets: Arc::new(Markets::with_injected(
-            clock,
-            controllers::market_adapter::Injected::Local(Arc::clone(&market)),
-        )),
+        markets,
         metrics: Metrics::default(),
         options: args.controllers.clone(),
         stop,
@@ -147,6 +177,7 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
         kubeconfig,
         market,
         controllers,
+        atproto,
         _tenant_side: tenant_side,
         _scratch: scratch,
     })
@@ -228,6 +259,25 @@ async fn ensure_requester(client: &Client, namespace: &str) -> anyhow::Result<()
         .create(&PostParams::default(), &requester)
         .await
         .context("create Requester local")?;
+    Ok(())
+}
+
+/// With `--market atproto-fake` the Requester `atproto` must run the
+/// namespace; a `local` one kept in the data directory is older and would.
+async fn refuse_a_local_requester(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let requesters: Api<Requester> = Api::namespaced(client.clone(), namespace);
+    if requesters
+        .get_opt("local")
+        .await
+        .context("read Requester local")?
+        .is_some()
+    {
+        anyhow::bail!(
+            "Requester {namespace}/local (of an earlier `dev --market local` in this data \
+             directory) would run the namespace instead of the atproto one: delete it, or use \
+             another --data-dir"
+        );
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod demo;
 pub mod dev;
+pub mod dev_atproto;
 pub mod fake_market;
 pub mod http;
 pub mod leader;

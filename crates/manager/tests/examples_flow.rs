@@ -11,7 +11,7 @@ use api::{NodeClaim, NodeClaimPhase};
 use controllers::StopSignal;
 use kube::ResourceExt;
 use kube::api::Api;
-use manager::dev::{self, DevArgs};
+use manager::dev::{self, DevArgs, DevMarket};
 use manager::shutdown::ShutdownArgs;
 use manager::wiring::ControllerOptions;
 
@@ -69,6 +69,7 @@ async fn the_documented_example_flow_reaches_joined_in_dev() {
             shutdown: ShutdownArgs {
                 shutdown_deadline: Duration::from_secs(5),
             },
+            market: DevMarket::Local,
         },
         StopSignal::never(),
     )

@@ -1,0 +1,114 @@
+//! `manager dev --market atproto-fake`: the whole product on one machine over
+//! real HTTP, against an atproto market faked in-process (plan 0013, R4-DEV).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use api::{ComputeContract, NodeClaim, NodeClaimPhase, Requester};
+use controllers::StopSignal;
+use kube::api::{Api, PostParams};
+use manager::dev::{self, DevArgs, DevMarket};
+use manager::shutdown::ShutdownArgs;
+use manager::wiring::ControllerOptions;
+use serde_json::json;
+use testkit::eventually;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dev_environment_on_the_fake_atproto_market_joins_a_claim() {
+    let env = dev::start(
+        &DevArgs {
+            port: 0,
+            data_dir: None,
+            kubeconfig_out: None,
+            controllers: ControllerOptions::default(),
+            shutdown: ShutdownArgs {
+                shutdown_deadline: Duration::from_secs(5),
+            },
+            market: DevMarket::AtprotoFake,
+        },
+        StopSignal::never(),
+    )
+    .await
+    .unwrap();
+    let controllers = tokio::spawn(env.controllers.done);
+    let client = env.client.clone();
+    let namespace = api::DEFAULT_CONTRACT_NAMESPACE;
+    let requesters: Api<Requester> = Api::namespaced(client.clone(), namespace);
+    assert!(
+        requesters.get_opt("local").await.unwrap().is_none(),
+        "only the atproto Requester runs the namespace"
+    );
+    eventually("the Requester atproto ready", || async {
+        let requester = requesters.get("atproto").await.ok()?;
+        let ready = requester
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (ready.reason == "MarketConfigured").then_some(())
+    })
+    .await;
+
+    testkit::create_namespaces(&client, &["tenant-a"]).await;
+    let clusters: Api<api::Cluster> = Api::namespaced(client.clone(), "tenant-a");
+    clusters
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+                "metadata": {"name": "staging", "namespace": "tenant-a"},
+                "spec": {"account": "did:plc:tenant", "running": true},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let claims: Api<NodeClaim> = Api::namespaced(client.clone(), "tenant-a");
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
+                "metadata": {"name": "worker-1", "namespace": "tenant-a"},
+                "spec": {
+                    "clusterName": "staging",
+                    "resources": {"cpus": 2, "memory": 4096, "disk": 40, "network": 100},
+                    "location": {"country": "DE"},
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("worker-1 Joined", || async {
+        let phase = claims.get("worker-1").await.ok()?.status?.phase;
+        (phase == Some(NodeClaimPhase::Joined)).then_some(())
+    })
+    .await;
+
+    let atproto = env.atproto.as_ref().unwrap();
+    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), namespace);
+    let contract = contracts
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let receipt = contract.status.unwrap().receipt.unwrap();
+    let bidders: Vec<&str> = atproto.market.bidders.iter().map(|b| b.did()).collect();
+    assert!(
+        bidders
+            .iter()
+            .any(|did| receipt.uri.starts_with(&format!("at://{did}/"))),
+        "{} is a receipt of a fake bidder",
+        receipt.uri
+    );
+    let running: u64 = atproto
+        .market
+        .bidders
+        .iter()
+        .map(|b| b.counters().running)
+        .sum();
+    assert_eq!(running, 1, "one machine rented over HTTP");
+    controllers.abort();
+}
