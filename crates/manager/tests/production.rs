@@ -325,3 +325,35 @@ fn assert_reconcile_spans_are_keyed(processes: &[&ManagerProcess], contracts: &[
         );
     }
 }
+
+/// The market port of every replica answers, but only the leader's
+/// controllers look at what arrives: a follower says NotLeader, and the
+/// follower that takes the Lease over starts answering as the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_takes_market_pushes_and_the_next_leader_takes_over() {
+    let world = World::start(true).await;
+    let mut a = Replica::start(&world, "replica-a", Some(world.market.clone()), true).await;
+    eventually("replica-a leads", || async {
+        (world.lease_holder().await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    let b = Replica::start(&world, "replica-b", Some(world.market.clone()), true).await;
+    // The leader's inbox answers (no atproto market runs, so: not ready).
+    eventually("the leader's inbox answers", || async {
+        (a.market_port_error().await.as_deref() == Some("NotReady")).then_some(())
+    })
+    .await;
+    assert_eq!(b.market_port_error().await.as_deref(), Some("NotLeader"));
+    a.stop_gracefully().await;
+    eventually("replica-b leads and its inbox answers", || async {
+        (world.lease_holder().await.as_deref() == Some("replica-b")
+            && b.market_port_error().await.as_deref() == Some("NotReady"))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(
+        a.market_port_error().await,
+        None,
+        "a stopped replica's port is closed"
+    );
+}

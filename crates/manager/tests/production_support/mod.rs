@@ -24,6 +24,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use manager::http::HttpServer;
 use manager::leader::LeaderConfig;
+use manager::market_port::MarketPort;
 use manager::run::{Process, run_process};
 use manager::shutdown::Shutdown;
 use manager::wiring::ControllerOptions;
@@ -256,6 +257,8 @@ pub struct Replica {
     /// The User-Agent of every request it makes: how the request log tells replicas apart.
     pub agent: String,
     pub http: SocketAddr,
+    /// Its market port (the atproto market's submitBid and submitEvent).
+    pub market_port: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
     /// Its shutdown, as SIGTERM would trigger it.
     shutdown: Shutdown,
@@ -304,13 +307,16 @@ impl Replica {
             let http = HttpServer::bind("127.0.0.1:0".parse().unwrap())
                 .await
                 .unwrap();
-            let _ = bound_tx.send(http.local_addr());
+            let market_port = MarketPort::bind("127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap();
+            let _ = bound_tx.send((http.local_addr(), market_port.local_addr()));
             let process = Process {
                 client,
                 clock,
                 markets,
                 http,
-                market_port: None,
+                market_port: Some(market_port),
                 shutdown: process_shutdown,
             };
             if let Err(error) = run_process(process, ControllerOptions::default(), election).await {
@@ -318,11 +324,12 @@ impl Replica {
             }
             let _ = exited_tx.send(());
         });
-        let http = bound.await.unwrap();
+        let (http, market_port) = bound.await.unwrap();
         Self {
             identity: identity.to_owned(),
             agent,
             http,
+            market_port,
             runtime: Some(runtime),
             shutdown,
             exited: Some(exited),
@@ -351,6 +358,25 @@ impl Replica {
     pub async fn get(&self, path: &str) -> (u16, String) {
         let reply = testkit::http_get(self.http, path, Duration::from_secs(10)).await;
         (reply.status, reply.body)
+    }
+
+    /// The `error` a push to the market port is answered with (no JWT: a
+    /// leader's inbox refuses it, a follower does not look at it), or
+    /// `None` when the port does not answer.
+    pub async fn market_port_error(&self) -> Option<String> {
+        let url = format!(
+            "http://{}/xrpc/com.publicdomainrelay.temp.market.submitBid",
+            self.market_port
+        );
+        let answer = reqwest::Client::new()
+            .post(url)
+            .json(&serde_json::json!({}))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .ok()?;
+        let body: serde_json::Value = answer.json().await.ok()?;
+        body["error"].as_str().map(str::to_owned)
     }
 
     /// `/metrics`, parsed.
