@@ -20,6 +20,7 @@ pub mod nodeclaim;
 pub mod requester;
 pub mod stop;
 pub mod time;
+pub mod write;
 
 pub use cache::{CacheReadiness, Shared, SharedCaches};
 pub use error::{Error, Result};

@@ -163,10 +163,12 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Released));
     w.infra_step(); // deleted
     let plan = w.reconcile(start());
-    assert_eq!(
-        plan.delete_secrets,
-        vec![join_secret_name(&entry_name("uid-a"))]
-    );
+    let deleted: Vec<&str> = plan
+        .delete_secrets
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(deleted, vec![join_secret_name(&entry_name("uid-a"))]);
     assert!(
         plan.remove_claim_finalizers.is_empty(),
         "secret still in the cache"
@@ -211,7 +213,7 @@ fn cluster_deletion_deletes_the_infra_then_lets_go() {
     w.settle(start());
     w.cluster.as_mut().unwrap().metadata.deletion_timestamp = Some(to_time(start()));
     let plan = w.reconcile(start());
-    assert!(matches!(plan.infra, Some(InfraAction::Delete)));
+    assert!(matches!(plan.infra, Some(InfraAction::Delete(_))));
     assert!(plan.remove_cluster_finalizer.is_none());
     assert_eq!(
         cond(&w, "worker-a", INFRA_COMPOSED).reason,

@@ -173,7 +173,7 @@ fn a_deleting_root_lets_a_deleting_cluster_go() {
     w.root = RootState::Deleting;
     w.cluster.as_mut().unwrap().metadata.deletion_timestamp = Some(to_time(start()));
     let plan = w.reconcile(start());
-    assert!(matches!(plan.infra, Some(InfraAction::Delete)));
+    assert!(matches!(plan.infra, Some(InfraAction::Delete(_))));
     for _ in 0..8 {
         w.reconcile(start());
         w.infra_step();

@@ -1,13 +1,17 @@
 //! The thin write step of the Infra controller: carries out an [`InfraPlan`].
 //!
+//! Every write goes through the write layer ([`crate::write`]) under the
+//! field manager `socialweb/infra`.
+//!
 //! # Guarantees
-//! - Contracts are written by server-side apply with field manager
-//!   `socialweb/infra` and force; releases first keep every field the
-//!   controller owns (labels, ownerReference, spec) so nothing is dropped.
+//! - Contracts are written by server-side apply, forced; releases first keep
+//!   every field the controller owns (labels, ownerReference, spec) so
+//!   nothing is dropped.
 //! - A delete carries the observed uid and resourceVersion as preconditions, so
 //!   it only removes the exact object decide saw Released (a newer one is a 409:
 //!   requeue). A delete that finds nothing (404) is done.
-//! - At most one status patch (only when decide found a change).
+//! - At most one status write (only when decide found a change), guarded by
+//!   the resourceVersion of the Infra it was decided from.
 //! - A failed write does not stop the others: every write of the plan is
 //!   tried and the status is written too, so steady API errors slow the
 //!   work down but never stop it. The first error is returned (the reconcile
@@ -18,13 +22,13 @@ use std::collections::BTreeSet;
 
 use api::names::INFRA_MANAGER;
 use api::{ComputeContract, Infra};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
 
 use super::Context;
 use super::decide::InfraPlan;
 use super::events::InfraEvent;
-use crate::{Error, Result};
+use crate::Result;
+use crate::write::{self, Seen};
 
 /// Writes `plan` for `infra`: applies, releases, deletes, the status, then the Events.
 ///
@@ -55,44 +59,35 @@ async fn write(
     plan: &InfraPlan,
     written: &mut Written,
 ) -> Result<()> {
-    let contracts: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
-    let apply = PatchParams::apply(INFRA_MANAGER).force();
+    let client = &ctx.client;
     let mut first_error = None;
     for contract in plan.apply.iter().chain(&plan.release) {
         let name = contract.name_any();
-        match contracts
-            .patch(&name, &apply, &Patch::Apply(contract))
-            .await
-        {
+        match write::apply(client, INFRA_MANAGER, contract).await {
             Ok(_) => {
                 tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
                 written.applied.insert(name);
             }
-            Err(e) => {
-                let error = Error::kube(format!("apply ComputeContract {namespace}/{name}"), e);
+            Err(error) => {
                 first_error.get_or_insert(error);
             }
         }
     }
     for deletion in &plan.delete {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: deletion.uid.clone(),
-                resource_version: deletion.resource_version.clone(),
-            }),
-            ..DeleteParams::default()
+        let seen = Seen {
+            namespace: namespace.to_owned(),
+            name: deletion.name.clone(),
+            uid: deletion.uid.clone(),
+            resource_version: deletion.resource_version.clone(),
+            finalizers: Vec::new(),
         };
-        match contracts.delete(&deletion.name, &params).await {
-            Ok(_) => {
+        match write::delete_if_present::<ComputeContract>(client, &seen).await {
+            Ok(true) => {
                 tracing::debug!(contract = %deletion.name, "deleted Released ComputeContract");
                 written.deleted.insert(deletion.name.clone());
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => {
-                let error = Error::kube(
-                    format!("delete ComputeContract {namespace}/{}", deletion.name),
-                    e,
-                );
+            Ok(false) => {}
+            Err(error) => {
                 first_error.get_or_insert(error);
             }
         }
@@ -100,21 +95,11 @@ async fn write(
     // Written even after a failed write: the rows it records are what was
     // observed and decided, and a write that failed is decided again next
     // time. Without it a long list of contracts already gone never shrinks.
-    if let Some(status) = &plan.status {
-        let name = infra.name_any();
-        let infras: Api<Infra> = Api::namespaced(ctx.client.clone(), namespace);
-        let patch = serde_json::json!({
-            "apiVersion": Infra::api_version(&()),
-            "kind": Infra::kind(&()),
-            "status": status,
-        });
-        if let Err(e) = infras
-            .patch_status(&name, &apply, &Patch::Apply(patch))
-            .await
-        {
-            let error = Error::kube(format!("patch status of Infra {namespace}/{name}"), e);
-            first_error.get_or_insert(error);
-        }
+    if let Some(status) = &plan.status
+        && let Err(error) =
+            write::replace_status(client, INFRA_MANAGER, infra, status.clone()).await
+    {
+        first_error.get_or_insert(error);
     }
     first_error.map_or(Ok(()), Err)
 }

@@ -1,36 +1,43 @@
 //! Carries out a [`Plan`]: finalizers, join Secrets, the Infra, claim
-//! statuses, the Cluster's node count, in that order.
+//! statuses, the Cluster's node count, in that order, through the write
+//! layer ([`crate::write`]) under the field manager `socialweb/nodeclaim`.
 //!
 //! # Guarantees
 //! - Finalizers are added before anything is rented and removed last, each
-//!   with a JSON patch guarded by a `test` of the list as read, so a stale
-//!   cache turns into a conflict (requeue), never a lost finalizer.
+//!   with a merge patch guarded by the resourceVersion the list was read at,
+//!   so a stale cache turns into a conflict (requeue), never a lost finalizer.
+//!   A finalizer that cannot be added because its object is gone stops the
+//!   plan: nothing is rented for an object that is not there.
 //! - A new join Secret is created (POST), never applied, so a cache that has
 //!   not seen it yet cannot replace its token: that is a conflict too.
 //! - A claim's Failed status is written first, before its entry leaves the
 //!   Infra, and recorded in [`FailedClaims`]: a restart lists it Failed, and a
 //!   later reconcile whose cache has not caught up leaves the claim alone.
-//! - Claim statuses are guarded by the resourceVersion they were decided
-//!   from: a stale decision is a conflict, so each transition is written (and
-//!   its Event and metric published) once.
+//! - Statuses (the claims', the Cluster's node count) are guarded by the
+//!   resourceVersion they were decided from: a stale decision is a conflict,
+//!   so each transition is written (and its Event and metric published) once.
+//! - Deletes (the Infra, join Secrets) name the uid that was read.
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
 
 use api::names::{CLUSTER_FINALIZER, NODECLAIM_FINALIZER, NODECLAIM_MANAGER};
 use api::{Cluster, Infra, NodeClaim, NodeClaimPhase};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Context;
 use super::compose::ClusterKey;
 use super::conditions::{DEPLOYED, JOINED, READY, reason};
-use super::decide::{ClaimMetadataChange, ClaimStatusChange, FinalizerChange, InfraAction, Plan};
+use super::decide::{ClaimMetadataChange, ClaimStatusChange, InfraAction, Plan};
 use super::failed::FailedClaims;
 use super::secrets::new_token;
-use crate::{Error, Result};
+use crate::Result;
+use crate::write::{self, Finalizers};
+
+/// The field manager of every write of this reconciler.
+const MANAGER: &str = NODECLAIM_MANAGER;
 
 /// Performs `plan` for the claims in `claims` (used for Events); records the
 /// claims it wrote Failed in `failed`.
@@ -44,6 +51,7 @@ pub async fn act(
     claims: &[&NodeClaim],
     failed: &FailedClaims,
 ) -> Result<()> {
+    let client = &ctx.client;
     let (failing, other_statuses): (Vec<_>, Vec<_>) = plan
         .claim_statuses
         .iter()
@@ -54,132 +62,63 @@ pub async fn act(
             publish_transition(ctx, change, claims).await;
         }
     }
-    if let Some(change) = &plan.add_cluster_finalizer {
-        add_finalizer::<Cluster>(ctx, change, CLUSTER_FINALIZER).await?;
+    if let Some(cluster) = &plan.add_cluster_finalizer
+        && write::add_finalizer::<Cluster>(client, MANAGER, cluster, CLUSTER_FINALIZER).await?
+            == Finalizers::Gone
+    {
+        tracing::debug!(cluster = %key, "the Cluster is gone; nothing is rented for it");
+        return Ok(());
     }
     for change in &plan.claim_metadata {
-        patch_claim_metadata(ctx, change).await?;
+        if patch_claim_metadata(ctx, change).await?.is_none() {
+            tracing::debug!(claim = %change.target.name, "the claim is gone; nothing is rented for it");
+            return Ok(());
+        }
     }
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.contract_namespace);
     for desired in &plan.write_secrets {
-        let action = format!("write join Secret {}/{}", desired.namespace, desired.name);
         match &desired.token {
             Some(token) => {
-                secrets
-                    .patch(
-                        &desired.name,
-                        &apply_params(),
-                        &Patch::Apply(with_type_meta::<Secret>(&desired.to_secret(token))?),
-                    )
-                    .await
-                    .map_err(|e| Error::kube(action, e))?;
+                write::apply(client, MANAGER, &desired.to_secret(token)).await?;
             }
             None => {
-                let params = PostParams {
-                    field_manager: Some(NODECLAIM_MANAGER.to_owned()),
-                    ..PostParams::default()
-                };
-                secrets
-                    .create(&params, &desired.to_secret(&new_token()))
-                    .await
-                    .map_err(|e| Error::kube(action, e))?;
+                write::create(client, MANAGER, &desired.to_secret(&new_token())).await?;
             }
         }
     }
-    let infras: Api<Infra> = Api::namespaced(ctx.client.clone(), &ctx.contract_namespace);
     match &plan.infra {
         Some(InfraAction::Apply(infra)) => {
-            let name = infra.name_any();
-            infras
-                .patch(
-                    &name,
-                    &apply_params(),
-                    &Patch::Apply(with_type_meta::<Infra>(infra.as_ref())?),
-                )
-                .await
-                .map_err(|e| {
-                    Error::kube(format!("apply Infra {}/{name}", ctx.contract_namespace), e)
-                })?;
+            write::apply(client, MANAGER, infra.as_ref()).await?;
         }
-        Some(InfraAction::Delete) => {
-            delete_ignoring_missing(&infras, &key.infra_name(), "Infra").await?;
+        Some(InfraAction::Delete(infra)) => {
+            write::delete_if_present::<Infra>(client, infra).await?;
         }
         Some(InfraAction::Keep) | None => {}
     }
-    for name in &plan.delete_secrets {
-        delete_ignoring_missing(&secrets, name, "join Secret").await?;
+    for secret in &plan.delete_secrets {
+        write::delete_if_present::<Secret>(client, secret).await?;
     }
     for change in other_statuses {
         if write_claim_status(ctx, change, claims).await? {
             publish_transition(ctx, change, claims).await;
         }
     }
-    for change in &plan.remove_claim_finalizers {
-        remove_finalizer::<NodeClaim>(ctx, change, NODECLAIM_FINALIZER).await?;
+    for claim in &plan.remove_claim_finalizers {
+        write::remove_finalizer::<NodeClaim>(client, MANAGER, claim, NODECLAIM_FINALIZER).await?;
     }
-    if let Some(nodes) = plan.cluster_nodes {
-        let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), &key.namespace);
-        let body = json!({
-            "apiVersion": api_version::<Cluster>(),
-            "kind": Cluster::kind(&()),
-            "metadata": {"name": key.name},
-            "status": {"nodes": nodes},
-        });
-        clusters
-            .patch_status(&key.name, &apply_params(), &Patch::Apply(body))
-            .await
-            .map_err(|e| Error::kube(format!("write status.nodes of Cluster {key}"), e))?;
+    if let Some(change) = &plan.cluster_nodes {
+        let mut status = change.cluster.status.clone().unwrap_or_default();
+        status.nodes = Some(change.nodes);
+        write::replace_status(client, MANAGER, change.cluster.as_ref(), status).await?;
     }
-    if let Some(change) = &plan.remove_cluster_finalizer {
-        remove_finalizer::<Cluster>(ctx, change, CLUSTER_FINALIZER).await?;
+    if let Some(cluster) = &plan.remove_cluster_finalizer {
+        write::remove_finalizer::<Cluster>(client, MANAGER, cluster, CLUSTER_FINALIZER).await?;
     }
     Ok(())
 }
 
-/// Server-side apply under the NodeClaim controller's field manager, forced:
-/// these fields are ours alone.
-fn apply_params() -> PatchParams {
-    PatchParams::apply(NODECLAIM_MANAGER).force()
-}
-
-fn api_version<K: Resource<DynamicType = ()>>() -> String {
-    K::api_version(&()).into_owned()
-}
-
-/// `object` as JSON with apiVersion and kind set (an apply body needs both).
-fn with_type_meta<K>(object: &K) -> Result<serde_json::Value>
-where
-    K: Resource<DynamicType = ()> + serde::Serialize,
-{
-    let mut value = serde_json::to_value(object).map_err(|e| Error::Invalid {
-        object: format!(
-            "{} {}",
-            K::kind(&()),
-            object.meta().name.clone().unwrap_or_default()
-        ),
-        reason: format!("cannot be serialized: {e}"),
-    })?;
-    if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".to_owned(), json!(api_version::<K>()));
-        map.insert("kind".to_owned(), json!(K::kind(&())));
-        map.remove("status");
-    }
-    Ok(value)
-}
-
-async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str, what: &str) -> Result<()>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(format!("delete {what} {name}"), e)),
-    }
-}
-
-/// Replaces a claim's status (PUT), guarded by the resourceVersion it was
-/// decided from; `false` when the claim is gone.
+/// Replaces a claim's status, guarded by the resourceVersion it was decided
+/// from; `false` when the claim is gone (its finalizer was already removed:
+/// nothing to report on).
 async fn write_claim_status(
     ctx: &Context,
     change: &ClaimStatusChange,
@@ -188,29 +127,14 @@ async fn write_claim_status(
     let Some(claim) = find_claim(claims, change) else {
         return Ok(false);
     };
-    let mut next = claim.clone();
-    next.metadata.managed_fields = None;
-    next.metadata
+    let mut decided_from = claim.clone();
+    decided_from
+        .metadata
         .resource_version
         .clone_from(&change.resource_version);
-    next.status = Some(change.status.clone());
-    let params = PostParams {
-        field_manager: Some(NODECLAIM_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let api: Api<NodeClaim> = Api::namespaced(ctx.client.clone(), &change.namespace);
-    match api.replace_status(&change.name, &params, &next).await {
-        Ok(_) => Ok(true),
-        // The claim went away (its finalizer was already removed): nothing to report on.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        Err(e) => Err(Error::kube(
-            format!(
-                "write status of NodeClaim {}/{}",
-                change.namespace, change.name
-            ),
-            e,
-        )),
-    }
+    let written =
+        write::replace_status(&ctx.client, MANAGER, &decided_from, change.status.clone()).await?;
+    Ok(written.is_some())
 }
 
 fn find_claim<'a>(claims: &[&'a NodeClaim], change: &ClaimStatusChange) -> Option<&'a NodeClaim> {
@@ -276,106 +200,22 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
     }
 }
 
-async fn add_finalizer<K>(ctx: &Context, change: &FinalizerChange, finalizer: &str) -> Result<()>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let mut wanted = change.current.clone();
-    if wanted.iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    wanted.push(finalizer.to_owned());
-    patch_finalizers::<K>(ctx, change, wanted, "add").await
-}
-
-async fn remove_finalizer<K>(ctx: &Context, change: &FinalizerChange, finalizer: &str) -> Result<()>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let wanted: Vec<String> = change
-        .current
-        .iter()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect();
-    if wanted.len() == change.current.len() {
-        return Ok(());
-    }
-    patch_finalizers::<K>(ctx, change, wanted, "remove").await
-}
-
 /// Adds the claim's finalizer and its Cluster ownerReference in one merge
-/// patch guarded by the resourceVersion read (a stale read is a 409).
-async fn patch_claim_metadata(ctx: &Context, change: &ClaimMetadataChange) -> Result<()> {
+/// patch guarded by the resourceVersion read (a stale read is a 409); `None`
+/// when the claim is gone.
+async fn patch_claim_metadata(
+    ctx: &Context,
+    change: &ClaimMetadataChange,
+) -> Result<Option<NodeClaim>> {
     let target = &change.target;
-    let mut metadata = json!({"resourceVersion": target.resource_version});
-    if change.add_finalizer && !target.current.iter().any(|f| f == NODECLAIM_FINALIZER) {
-        let mut finalizers = target.current.clone();
+    let mut metadata = serde_json::Map::new();
+    if change.add_finalizer && !target.has_finalizer(NODECLAIM_FINALIZER) {
+        let mut finalizers = target.finalizers.clone();
         finalizers.push(NODECLAIM_FINALIZER.to_owned());
-        metadata["finalizers"] = json!(finalizers);
+        metadata.insert("finalizers".to_owned(), json!(finalizers));
     }
     if let Some(owners) = &change.owner_references {
-        metadata["ownerReferences"] = json!(owners);
+        metadata.insert("ownerReferences".to_owned(), json!(owners));
     }
-    let api: Api<NodeClaim> = Api::namespaced(ctx.client.clone(), &target.namespace);
-    api.patch(
-        &target.name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": metadata})),
-    )
-    .await
-    .map_err(|e| {
-        Error::kube(
-            format!(
-                "add the finalizer or Cluster owner of NodeClaim {}/{}",
-                target.namespace, target.name
-            ),
-            e,
-        )
-    })?;
-    Ok(())
-}
-
-/// Replaces the finalizer list with a merge patch guarded by the
-/// resourceVersion it was read at: a stale read is a 409 (requeue), so another
-/// writer's finalizer is never dropped.
-async fn patch_finalizers<K>(
-    ctx: &Context,
-    change: &FinalizerChange,
-    wanted: Vec<String>,
-    verb: &str,
-) -> Result<()>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let what = format!(
-        "{verb} finalizer of {} {}/{}",
-        K::kind(&()),
-        change.namespace,
-        change.name
-    );
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": change.resource_version,
-            "finalizers": wanted,
-        }
-    });
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &change.namespace);
-    match api
-        .patch(&change.name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 && verb == "remove" => Ok(()),
-        Err(e) => Err(Error::kube(what, e)),
-    }
+    write::patch_metadata(&ctx.client, MANAGER, target, metadata).await
 }

@@ -41,6 +41,7 @@ use super::graces::{self, Graces};
 use super::root::{self, RootState};
 use super::secrets::{JoinSecret, desired_join_secret};
 use crate::time::{earliest, to_time};
+use crate::write::Seen;
 
 /// What one reconcile of a Cluster key observed (all read from the shared cache).
 #[derive(Clone, Copy, Debug)]
@@ -80,22 +81,30 @@ pub enum InfraAction {
     Keep,
     /// Server-side apply this whole Infra.
     Apply(Box<Infra>),
-    /// Delete it (its release finalizer releases every contract).
-    Delete,
+    /// Delete it (its release finalizer releases every contract): the Infra
+    /// as read, so a newer one of the same name is never deleted.
+    Delete(Seen),
 }
 
-/// A finalizer to add to or remove from one object; `current` is its list as
-/// read, so the patch can be guarded with a `test` op.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FinalizerChange {
-    /// Namespace of the object.
-    pub namespace: String,
-    /// Name of the object.
-    pub name: String,
-    /// The object's finalizers as read.
-    pub current: Vec<String>,
-    /// The resourceVersion they were read at (guards the patch).
-    pub resource_version: Option<String>,
+/// A finalizer to add to or remove from one object: the object as read, so
+/// the write is guarded by the resourceVersion its list was read at.
+pub type FinalizerChange = Seen;
+
+/// What the Cluster's `status.nodes` becomes.
+#[derive(Clone)]
+pub struct ClusterNodes {
+    /// How many live claims the Cluster has.
+    pub nodes: u32,
+    /// The Cluster as read: its status is replaced with `nodes` set, guarded
+    /// by its resourceVersion (the rest of its status is its provider's).
+    pub cluster: Box<Cluster>,
+}
+
+/// The count only: the Cluster's status carries its CA, which no log shows.
+impl std::fmt::Debug for ClusterNodes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClusterNodes({})", self.nodes)
+    }
 }
 
 /// What a claim's metadata gets, in one patch guarded by the resourceVersion read.
@@ -149,14 +158,14 @@ pub struct Plan {
     pub write_secrets: Vec<JoinSecret>,
     /// The Infra.
     pub infra: Option<InfraAction>,
-    /// Join Secrets to delete, by name (their entries left and their contracts are gone).
-    pub delete_secrets: Vec<String>,
+    /// Join Secrets to delete (their entries left and their contracts are gone).
+    pub delete_secrets: Vec<Seen>,
     /// Claim statuses that changed.
     pub claim_statuses: Vec<ClaimStatusChange>,
     /// Remove [`NODECLAIM_FINALIZER`] from these (deleting) claims: nothing of them is left.
     pub remove_claim_finalizers: Vec<FinalizerChange>,
     /// Write the Cluster's `status.nodes`.
-    pub cluster_nodes: Option<u32>,
+    pub cluster_nodes: Option<ClusterNodes>,
     /// Remove [`CLUSTER_FINALIZER`] from the (deleting) Cluster: its Infra is gone.
     pub remove_cluster_finalizer: Option<FinalizerChange>,
     /// Reconcile again at this instant (the earliest running grace).
@@ -423,7 +432,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
                 _ => InfraAction::Apply(Box::new(desired)),
             }
         }
-        (_, Some(_)) => InfraAction::Delete,
+        (_, Some(infra)) => InfraAction::Delete(Seen::of(infra).any_version()),
         (_, None) => InfraAction::Keep,
     });
     // The secret of an entry that is still applied from an earlier reconcile
@@ -434,7 +443,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
     let infra_gone = observed.infra.is_none() && !observed.root.is_running();
     for (entry, secret) in &secrets {
         if !composed_names.contains(entry) && (infra_gone || !contracts.contains_key(entry)) {
-            plan.delete_secrets.push(secret.name_any());
+            plan.delete_secrets.push(Seen::of(*secret).any_version());
         }
     }
 
@@ -451,7 +460,10 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             let nodes = u32::try_from(live_claims).unwrap_or(u32::MAX);
             let reported = cluster.status.as_ref().and_then(|s| s.nodes);
             if reported != Some(nodes) && !(nodes == 0 && reported.is_none()) {
-                plan.cluster_nodes = Some(nodes);
+                plan.cluster_nodes = Some(ClusterNodes {
+                    nodes,
+                    cluster: Box::new(cluster.clone()),
+                });
             }
         }
         ClusterState::Deleting => {
@@ -658,12 +670,7 @@ fn has_finalizer(finalizers: &[String], finalizer: &str) -> bool {
 }
 
 fn finalizer_change<K: ResourceExt>(object: &K) -> FinalizerChange {
-    FinalizerChange {
-        namespace: object.namespace().unwrap_or_default(),
-        name: object.name_any(),
-        current: object.finalizers().to_vec(),
-        resource_version: object.resource_version(),
-    }
+    Seen::of(object)
 }
 
 /// The name of the join Secret of a claim's entry (for callers that hold a claim).

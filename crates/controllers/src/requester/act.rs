@@ -7,11 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractPhase as Phase, ComputeContractStatus, Receipt, names};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use api::{ComputeContract, ComputeContractPhase as Phase, Receipt, names};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use market::RfpId;
 use serde_json::json;
 use tracing::{debug, info, warn};
@@ -23,6 +22,7 @@ use super::decide::{
 use super::markets::{MarketHandle, select_requester};
 use super::ttl::{self, Ttl};
 use crate::market_adapter::mapping::{contract_key, from_market, request_for, to_market};
+use crate::write::{self, Seen};
 use crate::{Error, Result};
 
 /// Most decide/act rounds in one reconcile; the rest happens on the requeue.
@@ -44,7 +44,6 @@ pub(super) async fn reconcile_contract(
     let ctx = &rt.ctx;
     let _timer = ctx.metrics.reconcile_started(super::CONTRACT_METRICS_LABEL);
     let namespace = contract.namespace().unwrap_or_default();
-    let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), &namespace);
     // A contract already being deleted waits for its release, not for its TTL
     // (deleting it again would change nothing, and wake nothing).
     let verdict = if contract.metadata.deletion_timestamp.is_some() {
@@ -54,7 +53,7 @@ pub(super) async fn reconcile_contract(
     };
     let ttl_wait = match verdict {
         Ttl::Expired => {
-            delete_expired(&api, &contract).await?;
+            delete_expired(&ctx.client, &contract).await?;
             return Ok(Action::await_change());
         }
         Ttl::Wait(wait) => Some(wait),
@@ -72,11 +71,17 @@ pub(super) async fn reconcile_contract(
         };
         let step = decide(inputs, observation);
         if let Some(receipt) = &step.record_receipt {
-            current = write_receipt_annotation(&api, &current, receipt).await?;
+            let Some(written) = write_receipt_annotation(&ctx.client, &current, receipt).await?
+            else {
+                return Ok(Action::await_change());
+            };
+            current = written;
         }
         if current.status.as_ref() != Some(&step.status) {
             let old = current.status.clone();
-            let Some(written) = write_status(&api, &current, &step.status).await? else {
+            let Some(written) =
+                write::replace_status(&ctx.client, MANAGER, &current, step.status.clone()).await?
+            else {
                 // Gone meanwhile (the cache was behind its deletion): nothing is left to run.
                 return Ok(Action::await_change());
             };
@@ -86,7 +91,7 @@ pub(super) async fn reconcile_contract(
             }
         }
         if step.remove_finalizer {
-            remove_release_finalizer(&api, &current).await?;
+            remove_release_finalizer(&ctx.client, &current).await?;
             return Ok(Action::await_change());
         }
         let Some(command) = step.command else {
@@ -258,115 +263,54 @@ async fn perform(
     }
 }
 
-fn describe(contract: &ComputeContract) -> String {
-    format!(
-        "ComputeContract {}/{}",
-        contract.namespace().unwrap_or_default(),
-        contract.name_any()
-    )
-}
+/// The field manager of every write of the Requester controller.
+const MANAGER: &str = names::REQUESTER_MANAGER;
 
-/// Records the receipt in the annotation (a merge patch: only that key).
+/// Records the receipt in the annotation (a merge patch of that key alone,
+/// guarded by the resourceVersion read); `None` when the contract is gone.
 async fn write_receipt_annotation(
-    api: &Api<ComputeContract>,
+    client: &kube::Client,
     contract: &ComputeContract,
     receipt: &Receipt,
-) -> Result<ComputeContract> {
+) -> Result<Option<ComputeContract>> {
     let value = serde_json::to_string(receipt).map_err(|e| Error::Invalid {
-        object: describe(contract),
+        object: write::describe_object(contract),
         reason: format!("receipt does not serialize: {e}"),
     })?;
-    // The resourceVersion makes a patch computed from a stale cache fail (409).
-    let patch = json!({"metadata": {
-        "resourceVersion": contract.resource_version(),
-        "annotations": {names::RECEIPT_ANNOTATION: value},
-    }});
-    let params = PatchParams {
-        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    let updated = api
-        .patch(&contract.name_any(), &params, &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Error::kube(format!("record the receipt of {}", describe(contract)), e))?;
-    info!(uri = %receipt.uri, "receipt recorded in the annotation");
+    let metadata = serde_json::Map::from_iter([(
+        "annotations".to_owned(),
+        json!({ names::RECEIPT_ANNOTATION: value }),
+    )]);
+    let updated = write::patch_metadata(client, MANAGER, &Seen::of(contract), metadata).await?;
+    if updated.is_some() {
+        info!(uri = %receipt.uri, "receipt recorded in the annotation");
+    }
     Ok(updated)
 }
 
-/// Replaces the status (PUT on the status subresource, field manager
-/// `socialweb/requester`) with the resourceVersion that was read, so a write
-/// computed from a stale cache is refused (409) and retried from fresh data.
-/// `None` when the contract no longer exists.
-async fn write_status(
-    api: &Api<ComputeContract>,
-    contract: &ComputeContract,
-    status: &ComputeContractStatus,
-) -> Result<Option<ComputeContract>> {
-    let mut next = contract.clone();
-    next.metadata.managed_fields = None;
-    next.status = Some(status.clone());
-    let params = PostParams {
-        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match api
-        .replace_status(&contract.name_any(), &params, &next)
-        .await
-    {
-        Ok(written) => Ok(Some(written)),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(e) => Err(Error::kube(
-            format!("write the status of {}", describe(contract)),
-            e,
-        )),
-    }
-}
-
 /// Removes the release finalizer from a deleted, Released contract, which
-/// lets it go. A merge patch carrying the resourceVersion of the object decide
-/// saw Released, so a stale view is refused (409) instead of dropping the
+/// lets it go. Guarded by the resourceVersion of the object decide saw
+/// Released, so a stale view is refused (409) instead of dropping the
 /// finalizer of a newer object.
-async fn remove_release_finalizer(
-    api: &Api<ComputeContract>,
-    contract: &ComputeContract,
-) -> Result<()> {
-    let finalizers: Vec<String> = contract
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::CONTRACT_RELEASE_FINALIZER)
-        .cloned()
-        .collect();
-    super::finalizers::set_finalizers(api, contract, &finalizers)
-        .await
-        .map_err(|e| {
-            Error::kube(
-                format!("remove the release finalizer of {}", describe(contract)),
-                e,
-            )
-        })?;
+async fn remove_release_finalizer(client: &kube::Client, contract: &ComputeContract) -> Result<()> {
+    write::remove_finalizer::<ComputeContract>(
+        client,
+        MANAGER,
+        &Seen::of(contract),
+        names::CONTRACT_RELEASE_FINALIZER,
+    )
+    .await?;
     info!("released contract let go: release finalizer removed");
     Ok(())
 }
 
-async fn delete_expired(api: &Api<ComputeContract>, contract: &ComputeContract) -> Result<()> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: contract.uid(),
-            resource_version: contract.resource_version(),
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(&contract.name_any(), &params).await {
-        Ok(_) => {
-            info!("finished contract deleted after ttlSecondsAfterFinished");
-            Ok(())
-        }
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(
-            format!("delete the expired {}", describe(contract)),
-            e,
-        )),
+/// Deletes a finished contract whose TTL ran out: exactly the object read (uid
+/// and resourceVersion), so one that changed since is decided again.
+async fn delete_expired(client: &kube::Client, contract: &ComputeContract) -> Result<()> {
+    if write::delete_if_present::<ComputeContract>(client, &Seen::of(contract)).await? {
+        info!("finished contract deleted after ttlSecondsAfterFinished");
     }
+    Ok(())
 }
 
 async fn publish_event(rt: &Runtime, contract: &ComputeContract, note: super::decide::EventNote) {

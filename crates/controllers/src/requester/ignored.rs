@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use api::{ConditionStatus, Requester, RequesterStatus};
 use chrono::{DateTime, Utc};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
 use tracing::warn;
 
 use super::Runtime;
@@ -68,8 +68,7 @@ pub(super) async fn reconcile(requester: Arc<Requester>, rt: Arc<Runtime>) -> Re
         &ctx.contract_namespace,
         crate::time::now(ctx.clock.as_ref()),
     );
-    let api: Api<Requester> = Api::namespaced(ctx.client.clone(), &namespace);
-    write_status_if_changed(&api, &requester, status).await?;
+    write_status_if_changed(&ctx.client, &requester, status).await?;
     Ok(Action::await_change())
 }
 

@@ -27,7 +27,6 @@ pub mod ttl;
 
 mod act;
 mod events;
-mod finalizers;
 mod ignored;
 mod lifecycle;
 mod observe;

@@ -29,9 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::{ComputeContract, ConditionStatus as S, Infra, Requester, RequesterStatus, names};
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::{Api, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::Runtime;
@@ -39,6 +38,7 @@ use super::conditions as cond;
 use super::markets::select_requester;
 use super::ttl::finished_without_guest;
 use crate::market_adapter::Readiness;
+use crate::write::{self, Seen};
 use crate::{Error, Result};
 
 /// How often a deleting Requester checks on its Infras and contracts.
@@ -67,19 +67,18 @@ pub(super) async fn reconcile_requester(
             .iter()
             .map(|c| c.status.as_ref().and_then(|s| s.phase)),
     );
-    let api: Api<Requester> = Api::namespaced(rt.ctx.client.clone(), &namespace);
-    let has_finalizer = requester
-        .finalizers()
-        .iter()
-        .any(|f| f == names::REQUESTER_FINALIZER);
+    let client = &rt.ctx.client;
+    let seen = Seen::of(requester.as_ref());
+    let has_finalizer = seen.has_finalizer(names::REQUESTER_FINALIZER);
     if requester.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {
             return Ok(Action::await_change());
         }
-        return cleanup(&api, &requester, &rt, &namespace).await;
+        return cleanup(&requester, &rt, &namespace).await;
     }
     if !has_finalizer {
-        add_finalizer(&api, &requester).await?;
+        write::add_finalizer::<Requester>(client, MANAGER, &seen, names::REQUESTER_FINALIZER)
+            .await?;
         // The write triggers a new reconcile with the fresh object.
         return Ok(Action::await_change());
     }
@@ -88,7 +87,7 @@ pub(super) async fn reconcile_requester(
         .conditions
         .iter()
         .any(|c| c.type_ == cond::READY && c.status == S::True);
-    write_status_if_changed(&api, &requester, status).await?;
+    write_status_if_changed(client, &requester, status).await?;
     if requester.spec.market.atproto.is_some() {
         // A market outside the cluster changes without an event here: a
         // rotated Secret, a PDS that came back, a bidder that appeared.
@@ -182,18 +181,16 @@ fn live_ready(runner: Option<&str>, readiness: Option<Readiness>) -> (S, &'stati
 }
 
 /// One step of the root delete order; requeues until it is done.
-async fn cleanup(
-    api: &Api<Requester>,
-    requester: &Requester,
-    rt: &Runtime,
-    namespace: &str,
-) -> Result<Action> {
+async fn cleanup(requester: &Requester, rt: &Runtime, namespace: &str) -> Result<Action> {
+    let client = &rt.ctx.client;
+    let seen = Seen::of(requester);
     let requesters = rt.requesters.state();
     let runs_namespace = select_requester(requesters.iter().map(AsRef::as_ref), namespace)
         .is_some_and(|r| r.name_any() == requester.name_any());
     if !runs_namespace {
         info!("another Requester runs this namespace; letting go at once");
-        remove_finalizer(api, requester).await?;
+        write::remove_finalizer::<Requester>(client, MANAGER, &seen, names::REQUESTER_FINALIZER)
+            .await?;
         rt.ctx.markets.forget(namespace, &requester.name_any());
         return Ok(Action::await_change());
     }
@@ -203,23 +200,25 @@ async fn cleanup(
         .into_iter()
         .filter(|i| i.namespace().as_deref() == Some(namespace))
         .collect();
-    let infra_api: Api<Infra> = Api::namespaced(rt.ctx.client.clone(), namespace);
     for infra in infras
         .iter()
         .filter(|i| i.metadata.deletion_timestamp.is_none())
     {
         info!(infra = %infra.name_any(), "root delete order: deleting Infra");
-        delete_ignoring_missing(&infra_api, &infra.name_any(), infra.uid()).await?;
+        write::delete_if_present::<Infra>(client, &Seen::of(infra.as_ref()).any_version()).await?;
     }
     let contracts = contracts_in(rt, namespace);
     if infras.is_empty() {
-        let contract_api: Api<ComputeContract> = Api::namespaced(rt.ctx.client.clone(), namespace);
         for contract in contracts
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none() && finished_without_guest(c))
         {
             info!(contract = %contract.name_any(), "root delete order: deleting a finished contract");
-            delete_ignoring_missing(&contract_api, &contract.name_any(), contract.uid()).await?;
+            write::delete_if_present::<ComputeContract>(
+                client,
+                &Seen::of(contract.as_ref()).any_version(),
+            )
+            .await?;
         }
     }
     let mut status = requester.status.clone().unwrap_or_default();
@@ -238,98 +237,31 @@ async fn cleanup(
         requester.metadata.generation,
         crate::time::now(rt.ctx.clock.as_ref()),
     );
-    write_status_if_changed(api, requester, status).await?;
+    write_status_if_changed(client, requester, status).await?;
     if !infras.is_empty() || !contracts.is_empty() {
         return Ok(Action::requeue(CLEANUP_POLL));
     }
     info!("root delete order complete: no Infra and no ComputeContract left");
-    remove_finalizer(api, requester).await?;
+    write::remove_finalizer::<Requester>(client, MANAGER, &seen, names::REQUESTER_FINALIZER)
+        .await?;
     rt.ctx.markets.forget(namespace, &requester.name_any());
     Ok(Action::await_change())
 }
 
-async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str, uid: Option<String>) -> Result<()>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid,
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(format!("delete {name}"), e)),
-    }
-}
+/// The field manager of every write of the Requester controller.
+const MANAGER: &str = names::REQUESTER_MANAGER;
 
-fn describe(requester: &Requester) -> String {
-    format!(
-        "Requester {}/{}",
-        requester.namespace().unwrap_or_default(),
-        requester.name_any()
-    )
-}
-
-/// Adds the finalizer; the resourceVersion guards the list against a concurrent change.
-async fn add_finalizer(api: &Api<Requester>, requester: &Requester) -> Result<()> {
-    let mut finalizers = requester.finalizers().to_vec();
-    finalizers.push(names::REQUESTER_FINALIZER.to_owned());
-    patch_finalizers(api, requester, &finalizers, "add the finalizer to").await
-}
-
-async fn remove_finalizer(api: &Api<Requester>, requester: &Requester) -> Result<()> {
-    let finalizers: Vec<String> = requester
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::REQUESTER_FINALIZER)
-        .cloned()
-        .collect();
-    patch_finalizers(api, requester, &finalizers, "remove the finalizer from").await
-}
-
-async fn patch_finalizers(
-    api: &Api<Requester>,
-    requester: &Requester,
-    finalizers: &[String],
-    action: &str,
-) -> Result<()> {
-    super::finalizers::set_finalizers(api, requester, finalizers)
-        .await
-        .map_err(|e| Error::kube(format!("{action} {}", describe(requester)), e))
-}
-
-/// Replaces the Requester's status when it differs (PUT on /status with the
-/// resourceVersion read, so a stale decision is a 409); a Requester gone is fine.
+/// Replaces the Requester's status when it differs, guarded by the
+/// resourceVersion read (a stale decision is a 409); a Requester gone is fine.
 pub(super) async fn write_status_if_changed(
-    api: &Api<Requester>,
+    client: &kube::Client,
     requester: &Requester,
     status: RequesterStatus,
 ) -> Result<()> {
-    if requester.status.as_ref() == Some(&status) {
-        return Ok(());
+    if requester.status.as_ref() != Some(&status) {
+        write::replace_status(client, MANAGER, requester, status).await?;
     }
-    let mut next = requester.clone();
-    next.metadata.managed_fields = None;
-    next.status = Some(status);
-    let params = PostParams {
-        field_manager: Some(names::REQUESTER_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match api
-        .replace_status(&requester.name_any(), &params, &next)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(
-            format!("write the status of {}", describe(requester)),
-            e,
-        )),
-    }
+    Ok(())
 }
 
 /// Logs a failed reconcile and requeues after the error's own delay.

@@ -180,13 +180,13 @@ impl World {
                 }
                 self.infra = Some(infra);
             }
-            Some(InfraAction::Delete) => {
+            Some(InfraAction::Delete(_)) => {
                 self.infra.as_mut().unwrap().metadata.deletion_timestamp = Some(to_time(start()));
             }
             _ => {}
         }
-        for name in &plan.delete_secrets {
-            self.secrets.retain(|s| &s.name_any() != name);
+        for gone in &plan.delete_secrets {
+            self.secrets.retain(|s| s.name_any() != gone.name);
         }
         for change in &plan.claim_statuses {
             self.claim_mut(&change.name).status = Some(change.status.clone());
@@ -196,14 +196,14 @@ impl World {
                 .finalizers_mut()
                 .retain(|f| f != NODECLAIM_FINALIZER);
         }
-        if let Some(nodes) = plan.cluster_nodes {
+        if let Some(change) = &plan.cluster_nodes {
             self.cluster
                 .as_mut()
                 .unwrap()
                 .status
                 .as_mut()
                 .unwrap()
-                .nodes = Some(nodes);
+                .nodes = Some(change.nodes);
         }
         if plan.remove_cluster_finalizer.is_some() {
             self.cluster

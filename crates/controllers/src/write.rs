@@ -1,0 +1,381 @@
+//! The one write layer: every write a reconciler makes to the API server goes
+//! through here, one style per kind of write.
+//!
+//! | write | how | guarded by | object gone (404) |
+//! |---|---|---|---|
+//! | a child's spec (Infra, ComputeContract, join Secret) | [`apply`]: server-side apply, forced | the controller owns these fields alone | created |
+//! | a new object the cache may not show yet (a join Secret's token) | [`create`] | 409 when it exists | — |
+//! | status | [`replace_status`]: replace of the status subresource, only when changed | the resourceVersion it was decided from | `None` |
+//! | finalizers, annotations, ownerReferences | [`patch_metadata`], [`add_finalizer`], [`remove_finalizer`]: a merge patch | the resourceVersion read | `None` / [`Finalizers::Gone`] |
+//! | delete | [`delete_if_present`] | the uid (and resourceVersion) read | done |
+//!
+//! Every write is made under the controller's field manager
+//! (`api::names::*_MANAGER`), passed in by the caller.
+//!
+//! # Why status is a guarded replace, not server-side apply
+//! A status is decided from the cache. Carrying the resourceVersion it was
+//! decided from turns a stale decision into a 409 (the reconcile requeues and
+//! decides again) instead of a lost write. A replace also removes whatever the
+//! new status no longer says, whoever wrote it before; an apply would keep a
+//! field that an earlier writer (another field manager, or this controller
+//! before it applied) still owns. Where the controller owns one field of
+//! someone else's status (a Cluster's `status.nodes`), it replaces the status
+//! as read with that field changed, and the API server records only the
+//! changed field as its own.
+//!
+//! # Guarantees
+//! - A guarded write never succeeds against an object newer than the one
+//!   decided from: it is a 409, which [`Error::is_conflict`] turns into a quick
+//!   requeue.
+//! - A write to an object that is gone is not an error: the caller is told
+//!   (`None`, [`Finalizers::Gone`], `false`) and the next reconcile starts from
+//!   the cache.
+
+use std::fmt::Debug;
+
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::NamespaceResourceScope;
+use kube::core::object::HasStatus;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::{Error, Result};
+
+/// An object as a reconcile read it: what a write addresses and is guarded by.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The object's namespace.
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+    /// Its uid: a delete removes only this object, never a newer one of the same name.
+    pub uid: Option<String>,
+    /// The resourceVersion it was read at: a write decided from it is refused (409) once it changed.
+    pub resource_version: Option<String>,
+    /// Its finalizers as read.
+    pub finalizers: Vec<String>,
+}
+
+impl Seen {
+    /// `object` as it was read.
+    #[must_use]
+    pub fn of<K: ResourceExt>(object: &K) -> Self {
+        Self {
+            namespace: object.namespace().unwrap_or_default(),
+            name: object.name_any(),
+            uid: object.uid(),
+            resource_version: object.resource_version(),
+            finalizers: object.finalizers().to_vec(),
+        }
+    }
+
+    /// The same object, unpinned from its resourceVersion: a delete then
+    /// removes it whatever changed since, as long as it is the same object (uid).
+    #[must_use]
+    pub fn any_version(mut self) -> Self {
+        self.resource_version = None;
+        self
+    }
+
+    /// Whether the object, as read, carries `finalizer`.
+    #[must_use]
+    pub fn has_finalizer(&self, finalizer: &str) -> bool {
+        self.finalizers.iter().any(|f| f == finalizer)
+    }
+}
+
+/// What a finalizer write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finalizers {
+    /// The list was written.
+    Written,
+    /// The list already was as asked (nothing written).
+    Unchanged,
+    /// The object is gone.
+    Gone,
+}
+
+/// Bounds of the objects the reconcilers write: namespaced, typed.
+pub trait Object:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+{
+}
+
+impl<K> Object for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+{
+}
+
+fn api<K: Object>(client: &Client, namespace: &str) -> Api<K> {
+    Api::namespaced(client.clone(), namespace)
+}
+
+/// `Kind namespace/name`, as errors and logs name an object.
+#[must_use]
+pub fn describe<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> String {
+    format!("{} {namespace}/{name}", K::kind(&()))
+}
+
+/// `Kind namespace/name` of an object as read.
+#[must_use]
+pub fn describe_object<K: Resource<DynamicType = ()>>(object: &K) -> String {
+    describe::<K>(
+        object.meta().namespace.as_deref().unwrap_or_default(),
+        object.meta().name.as_deref().unwrap_or_default(),
+    )
+}
+
+fn is_gone(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// Server-side applies `object` (its spec and metadata; never its status)
+/// under `manager`, forced: these fields are the controller's alone.
+///
+/// # Errors
+/// The write failed ([`Error::Kube`]), or `object` does not serialize ([`Error::Invalid`]).
+pub async fn apply<K: Object>(client: &Client, manager: &str, object: &K) -> Result<K> {
+    let namespace = object.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let what = describe::<K>(&namespace, &name);
+    let mut body = serde_json::to_value(object).map_err(|e| Error::Invalid {
+        object: what.clone(),
+        reason: format!("cannot be serialized: {e}"),
+    })?;
+    if let Some(map) = body.as_object_mut() {
+        // An apply body needs both; a status in it would be ignored at best.
+        map.insert("apiVersion".to_owned(), json!(K::api_version(&())));
+        map.insert("kind".to_owned(), json!(K::kind(&())));
+        map.remove("status");
+    }
+    api::<K>(client, &namespace)
+        .patch(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(|e| Error::kube(format!("apply {what}"), e))
+}
+
+/// Creates `object` under `manager`; a 409 when it already exists (a cache
+/// that has not seen it yet never replaces it).
+///
+/// # Errors
+/// The write failed, a conflict included.
+pub async fn create<K: Object>(client: &Client, manager: &str, object: &K) -> Result<K> {
+    let namespace = object.namespace().unwrap_or_default();
+    let params = PostParams {
+        field_manager: Some(manager.to_owned()),
+        ..PostParams::default()
+    };
+    api::<K>(client, &namespace)
+        .create(&params, object)
+        .await
+        .map_err(|e| {
+            let what = describe::<K>(&namespace, &object.name_any());
+            Error::kube(format!("create {what}"), e)
+        })
+}
+
+/// Replaces the status of `object` with `status` under `manager`, guarded by
+/// the resourceVersion `object` carries (the one it was decided from).
+/// `None` when the object is gone. Callers write only a status that changed.
+///
+/// # Errors
+/// The write failed; a 409 means the decision was made from a stale object.
+pub async fn replace_status<K>(
+    client: &Client,
+    manager: &str,
+    object: &K,
+    status: K::Status,
+) -> Result<Option<K>>
+where
+    K: Object + HasStatus,
+{
+    let mut next = object.clone();
+    next.meta_mut().managed_fields = None;
+    *next.status_mut() = Some(status);
+    let namespace = object.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let params = PostParams {
+        field_manager: Some(manager.to_owned()),
+        ..PostParams::default()
+    };
+    match api::<K>(client, &namespace)
+        .replace_status(&name, &params, &next)
+        .await
+    {
+        Ok(written) => Ok(Some(written)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(Error::kube(
+            format!("write the status of {}", describe::<K>(&namespace, &name)),
+            e,
+        )),
+    }
+}
+
+/// Merge-patches `metadata` (finalizers, annotations, ownerReferences) into
+/// the object `seen`, under `manager`, guarded by the resourceVersion it was
+/// read at. `None` when the object is gone.
+///
+/// # Errors
+/// The write failed; a 409 means the object changed since it was read.
+pub async fn patch_metadata<K: Object>(
+    client: &Client,
+    manager: &str,
+    seen: &Seen,
+    metadata: serde_json::Map<String, Value>,
+) -> Result<Option<K>> {
+    let mut metadata = metadata;
+    metadata.insert("resourceVersion".to_owned(), json!(seen.resource_version));
+    let params = PatchParams {
+        field_manager: Some(manager.to_owned()),
+        ..PatchParams::default()
+    };
+    let patch = json!({ "metadata": metadata });
+    match api::<K>(client, &seen.namespace)
+        .patch(&seen.name, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(written) => Ok(Some(written)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(Error::kube(
+            format!(
+                "patch the metadata of {}",
+                describe::<K>(&seen.namespace, &seen.name)
+            ),
+            e,
+        )),
+    }
+}
+
+/// Sets the finalizers of `seen` to `finalizers` (a guarded merge patch; an
+/// empty list removes the field).
+///
+/// # Errors
+/// As [`patch_metadata`].
+pub async fn set_finalizers<K: Object>(
+    client: &Client,
+    manager: &str,
+    seen: &Seen,
+    finalizers: &[String],
+) -> Result<Finalizers> {
+    let value = if finalizers.is_empty() {
+        Value::Null
+    } else {
+        json!(finalizers)
+    };
+    let metadata = serde_json::Map::from_iter([("finalizers".to_owned(), value)]);
+    Ok(
+        match patch_metadata::<K>(client, manager, seen, metadata).await? {
+            Some(_) => Finalizers::Written,
+            None => Finalizers::Gone,
+        },
+    )
+}
+
+/// Adds `finalizer` to `seen`'s list as read, unless it is there.
+///
+/// # Errors
+/// As [`patch_metadata`].
+pub async fn add_finalizer<K: Object>(
+    client: &Client,
+    manager: &str,
+    seen: &Seen,
+    finalizer: &str,
+) -> Result<Finalizers> {
+    if seen.has_finalizer(finalizer) {
+        return Ok(Finalizers::Unchanged);
+    }
+    let mut wanted = seen.finalizers.clone();
+    wanted.push(finalizer.to_owned());
+    set_finalizers::<K>(client, manager, seen, &wanted).await
+}
+
+/// Removes `finalizer` from `seen`'s list as read, if it is there.
+///
+/// # Errors
+/// As [`patch_metadata`].
+pub async fn remove_finalizer<K: Object>(
+    client: &Client,
+    manager: &str,
+    seen: &Seen,
+    finalizer: &str,
+) -> Result<Finalizers> {
+    if !seen.has_finalizer(finalizer) {
+        return Ok(Finalizers::Unchanged);
+    }
+    let wanted: Vec<String> = seen
+        .finalizers
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    set_finalizers::<K>(client, manager, seen, &wanted).await
+}
+
+/// Deletes the object `seen` if it is still there: preconditions on its uid,
+/// and on its resourceVersion unless [`Seen::any_version`]. `false` when it
+/// was already gone.
+///
+/// # Errors
+/// The delete failed; a 409 means another object of that name, or a newer
+/// version of it, is there now.
+pub async fn delete_if_present<K: Object>(client: &Client, seen: &Seen) -> Result<bool> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: seen.uid.clone(),
+            resource_version: seen.resource_version.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    match api::<K>(client, &seen.namespace)
+        .delete(&seen.name, &params)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if is_gone(&e) => Ok(false),
+        Err(e) => Err(Error::kube(
+            format!("delete {}", describe::<K>(&seen.namespace, &seen.name)),
+            e,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn seen_keeps_what_guards_a_write() {
+        let mut contract = crate::requester::test_fixtures::contract();
+        contract.metadata.name = Some("c1".to_owned());
+        contract.metadata.namespace = Some("ns".to_owned());
+        contract.metadata.uid = Some("u1".to_owned());
+        contract.metadata.resource_version = Some("7".to_owned());
+        contract.metadata.finalizers = Some(vec!["a/b".to_owned()]);
+        let seen = Seen::of(&contract);
+        assert_eq!((seen.namespace.as_str(), seen.name.as_str()), ("ns", "c1"));
+        assert!(seen.has_finalizer("a/b"));
+        assert!(!seen.has_finalizer("c/d"));
+        let any = seen.clone().any_version();
+        assert_eq!(any.resource_version, None);
+        assert_eq!(any.uid.as_deref(), Some("u1"));
+        assert_eq!(
+            describe::<api::ComputeContract>("ns", "c1"),
+            "ComputeContract ns/c1"
+        );
+    }
+}
