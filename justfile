@@ -26,10 +26,15 @@ dev:
 demo:
     cargo run -p manager -- demo
 
-# Every benchmark, in release: the embedded API server, then the controllers scaling nodes up and down on it.
+# Every benchmark, in release: the embedded API server, then the controllers on it: one life of
+# 100 nodes, the manager alone in its process (memory), throughput, latency, and the curve to 3,000 nodes.
 bench:
     cargo run --release -p apiserver --example bench_apiserver
     cargo run --release -p manager --example bench_scale
+    cargo run --release -p manager --example bench_scale -- --external --clusters 100 --nodes 10
+    cargo run --release -p manager --example bench_scale -- --throughput
+    cargo run --release -p manager --example bench_scale -- --latency
+    cargo run --release -p manager --example bench_scale -- --curve
 
 # Everything CI checks.
 ci:
@@ -39,6 +44,7 @@ ci:
 bench-apiserver *ARGS:
     cargo run --release -p apiserver --example bench_apiserver -- {{ARGS}}
 
-# Benchmark the controllers: N Clusters x M NodeClaims up to Joined and down to zero; writes and reconciles per node.
+# Benchmark the controllers: N Clusters x M NodeClaims up to Joined, idle, and down to zero; writes, reconciles,
+# CPU per node (--curve, --throughput, --latency, --external: see the example's docs).
 bench-scale *ARGS:
     cargo run --release -p manager --example bench_scale -- {{ARGS}}

@@ -1,0 +1,136 @@
+//! What the benchmark reads off the machine and the server: CPU time by
+//! thread group or process, resident memory, and the write log.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use apiserver::audit::RequestRecord;
+
+/// Linux's USER_HZ: the unit of the CPU times in `/proc/*/stat` (100 on
+/// every architecture Linux runs on today).
+const TICKS_PER_SECOND: u64 = 100;
+
+/// utime + stime of one `/proc/.../stat` line.
+fn stat_cpu(stat: &str) -> Duration {
+    // The command name may hold spaces: the fields start after its ')'.
+    let Some((_, fields)) = stat.rsplit_once(')') else {
+        return Duration::ZERO;
+    };
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    // After ')': state is field 3 of stat(5), utime field 14, stime field 15.
+    let ticks = |index: usize| -> u64 {
+        fields
+            .get(index - 3)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Duration::from_millis((ticks(14) + ticks(15)) * 1000 / TICKS_PER_SECOND)
+}
+
+/// CPU time of this process's threads whose name starts with `prefix`
+/// (runtimes name their threads; see `world.rs`).
+pub fn threads_cpu(prefix: &str) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.trim_end().starts_with(prefix))
+        })
+        .map(|task| {
+            stat_cpu(&std::fs::read_to_string(task.path().join("stat")).unwrap_or_default())
+        })
+        .sum()
+}
+
+/// CPU time of process `pid`, every thread of it.
+pub fn process_cpu(pid: u32) -> Duration {
+    stat_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default())
+}
+
+/// VmRSS of process `pid` (this one for `None`), in KiB.
+pub fn resident_kib(pid: Option<u32>) -> u64 {
+    let path = pid.map_or_else(
+        || "/proc/self/status".to_owned(),
+        |pid| format!("/proc/{pid}/status"),
+    );
+    let status = std::fs::read_to_string(path).unwrap_or_default();
+    let vm_rss = status.lines().find_map(|line| line.strip_prefix("VmRSS:"));
+    vm_rss
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reconciles started so far, by controller, read from a text exposition.
+pub fn reconciles(exposition: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix("socialweb_reconcile_total{controller=\"") else {
+            continue;
+        };
+        if let Some((controller, value)) = rest.split_once("\"} ") {
+            counts.insert(controller.to_owned(), value.trim().parse().unwrap_or(0));
+        }
+    }
+    counts
+}
+
+/// The manager's writes of a span, by writer, verb and resource.
+pub struct Writes {
+    /// (writer, verb, resource) -> requests, refused ones included.
+    pub by_kind: BTreeMap<(String, String, String), u64>,
+    /// Requests answered 409 Conflict.
+    pub conflicts: u64,
+    pub total: u64,
+}
+
+impl Writes {
+    /// The writes in `log` not made by `driver` (the benchmark's user agent and field manager).
+    pub fn of_manager(log: &[RequestRecord], driver: &str) -> Self {
+        let mut by_kind = BTreeMap::new();
+        let mut conflicts = 0;
+        for r in log {
+            if r.user_agent == driver || r.field_manager == driver {
+                continue;
+            }
+            let writer = if r.field_manager.is_empty() {
+                "-".to_owned()
+            } else {
+                r.field_manager.clone()
+            };
+            *by_kind
+                .entry((writer, r.verb.clone(), r.resource.clone()))
+                .or_default() += 1;
+            conflicts += u64::from(r.status == 409);
+        }
+        let total = by_kind.values().sum();
+        Self {
+            by_kind,
+            conflicts,
+            total,
+        }
+    }
+
+    /// One line per writer, verb and resource, per node.
+    pub fn print(&self, nodes: usize, indent: &str) {
+        let per_node = |n: u64| n as f64 / nodes as f64;
+        for ((writer, verb, resource), n) in &self.by_kind {
+            println!(
+                "{indent}{writer:<22} {verb:<7} {resource:<28} {n:>7}  {:>6.2}/node",
+                per_node(*n)
+            );
+        }
+    }
+}
+
+/// `p` (0..=1) of `samples`, by nearest rank.
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    samples.sort_unstable();
+    let rank = ((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
+    samples[rank - 1]
+}

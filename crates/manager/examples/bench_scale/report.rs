@@ -1,0 +1,331 @@
+//! Readings taken between the phases of a run, and the tables printed from them.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use apiserver::audit::RequestRecord;
+
+use crate::probe::{self, Writes};
+use crate::world::World;
+use crate::{BENCH_MANAGER, BID_WINDOW, CURVE_LIMIT};
+
+/// Manager writes per node over a whole life (up, idle, down) that the issue aims at.
+const WRITES_PER_NODE_TARGET: f64 = 16.0;
+/// The manager's share of a core while idle that the issue aims at.
+const IDLE_CPU_TARGET: f64 = 0.02;
+/// The manager's resident memory with 10,000 contracts cached that the issue aims at.
+const MANAGER_RSS_TARGET_MIB: f64 = 64.0;
+/// The number of contracts the memory target is for.
+const CACHED_CONTRACTS: f64 = 10_000.0;
+
+/// Where things stood at one moment.
+pub struct Reading {
+    at: Instant,
+    /// Length of the server's (writes-only) request log.
+    writes: usize,
+    /// List requests so far, anyone's (the driver lists only when its watches start).
+    lists: u64,
+    reconciles: BTreeMap<String, u64>,
+    manager_cpu: Duration,
+    server_cpu: Duration,
+    /// This process's resident memory, KiB.
+    process_rss: u64,
+    /// The manager's own, when it runs in a process of its own.
+    manager_rss: Option<u64>,
+}
+
+impl Reading {
+    pub async fn take(world: &mut World) -> anyhow::Result<Self> {
+        let reconciles = world.reconciles().await?;
+        Ok(Self {
+            at: Instant::now(),
+            writes: world.server.requests().len(),
+            lists: world
+                .server
+                .counters()
+                .by_verb
+                .get("list")
+                .copied()
+                .unwrap_or(0),
+            reconciles,
+            manager_cpu: world.manager_cpu(),
+            server_cpu: world.server_cpu(),
+            process_rss: probe::resident_kib(None),
+            manager_rss: world.manager_rss_kib(),
+        })
+    }
+}
+
+/// One life: scale-up, idle, scale-down.
+pub struct Life {
+    pub clusters: usize,
+    pub nodes: usize,
+    pub external: bool,
+    /// The server's write log.
+    pub log: Vec<RequestRecord>,
+    /// From the last claim Joined until the server took no write for a second.
+    pub settled: Duration,
+    pub before: Reading,
+    pub joined: Reading,
+    pub idled: Reading,
+    pub gone: Reading,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+impl Life {
+    pub fn total(&self) -> usize {
+        self.clusters * self.nodes
+    }
+
+    fn per_node(&self, n: f64) -> f64 {
+        n / self.total() as f64
+    }
+
+    fn writes(&self, from: &Reading, to: &Reading) -> Writes {
+        Writes::of_manager(&self.log[from.writes..to.writes], BENCH_MANAGER)
+    }
+
+    pub fn idle_writes(&self) -> u64 {
+        self.writes(&self.joined, &self.idled).total
+    }
+
+    /// CPU of the whole life, per node: (manager, API server).
+    pub fn cpu_per_node(&self) -> (Duration, Duration) {
+        let nodes = u32::try_from(self.total()).unwrap_or(u32::MAX);
+        (
+            (self
+                .gone
+                .manager_cpu
+                .saturating_sub(self.before.manager_cpu))
+                / nodes,
+            (self.gone.server_cpu.saturating_sub(self.before.server_cpu)) / nodes,
+        )
+    }
+
+    fn up(&self) -> Duration {
+        self.joined.at - self.before.at
+    }
+
+    fn down(&self) -> Duration {
+        self.gone.at - self.idled.at
+    }
+
+    pub fn print(&self) {
+        let total = self.total();
+        let where_ = if self.external {
+            "in a process of its own"
+        } else {
+            "on a runtime of its own in this process"
+        };
+        println!(
+            "bench-scale: {} Clusters x {} NodeClaims = {total} nodes (debug build: {}); the manager \
+             {where_}; local market: 2 bidders, boot delay 0, bid window {BID_WINDOW:?}, maxInFlight {total}",
+            self.clusters,
+            self.nodes,
+            cfg!(debug_assertions),
+        );
+        let (up, down) = (self.up(), self.down());
+        println!(
+            "scale-up:    every claim Joined after {up:.2?} = {:.1} nodes/s; no write for 1 s after \
+             another {:.2?}",
+            total as f64 / up.as_secs_f64(),
+            self.settled.saturating_sub(crate::SETTLED),
+        );
+        println!(
+            "scale-down:  every claim and contract gone after {down:.2?} = {:.1} nodes/s; \
+             down/up per node {:.2} (target: at most 1)",
+            total as f64 / down.as_secs_f64(),
+            down.as_secs_f64() / up.as_secs_f64(),
+        );
+        let life = self.writes(&self.before, &self.gone);
+        println!(
+            "writes:      the manager's, whole life (up, idle, down): {} = {:.2}/node (target: at most \
+             {WRITES_PER_NODE_TARGET}); {} answered 409 Conflict. By writer, verb and resource:",
+            life.total,
+            self.per_node(life.total as f64),
+            life.conflicts,
+        );
+        life.print(total, "    ");
+        let up_writes = self.writes(&self.before, &self.joined);
+        let down_writes = self.writes(&self.idled, &self.gone);
+        println!(
+            "             up {:.2}/node, down {:.2}/node",
+            self.per_node(up_writes.total as f64),
+            self.per_node(down_writes.total as f64)
+        );
+        let reconciles: BTreeMap<&String, u64> = self
+            .gone
+            .reconciles
+            .iter()
+            .map(|(c, n)| (c, n - self.before.reconciles.get(c).copied().unwrap_or(0)))
+            .collect();
+        let all: u64 = reconciles.values().sum();
+        println!(
+            "reconciles:  whole life {all} = {:.2}/node: {}",
+            self.per_node(all as f64),
+            reconciles
+                .iter()
+                .map(|(c, n)| format!("{c} {:.2}", self.per_node(*n as f64)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let idle = self.idled.at - self.joined.at;
+        let idle_cpu = (self
+            .idled
+            .manager_cpu
+            .saturating_sub(self.joined.manager_cpu))
+        .as_secs_f64()
+            / idle.as_secs_f64();
+        let idle_reconciles: u64 = self
+            .idled
+            .reconciles
+            .iter()
+            .map(|(c, n)| n - self.joined.reconciles.get(c).copied().unwrap_or(0))
+            .sum();
+        println!(
+            "idle:        {idle:.1?} with {total} contracts Deployed: {} writes (target 0), {} lists \
+             (target 0), {idle_reconciles} reconciles, manager CPU {:.2}% of a core (target: under {}%)",
+            self.idle_writes(),
+            self.idled.lists - self.joined.lists,
+            idle_cpu * 100.0,
+            IDLE_CPU_TARGET * 100.0,
+        );
+        self.writes(&self.joined, &self.idled).print(total, "    ");
+        let (manager, server) = self.cpu_per_node();
+        println!(
+            "CPU:         whole life, per node: manager {:.2} ms, API server {:.2} ms (the driver's excluded)",
+            ms(manager),
+            ms(server),
+        );
+        self.print_memory();
+    }
+
+    fn print_memory(&self) {
+        let total = self.total();
+        match (self.before.manager_rss, self.joined.manager_rss) {
+            (Some(before), Some(after)) => {
+                let per_contract = after.saturating_sub(before) as f64 / total as f64;
+                let projected = before as f64 + per_contract * CACHED_CONTRACTS;
+                println!(
+                    "memory:      the manager's VmRSS {:.1} MiB with its caches synced, {:.1} MiB with \
+                     {total} contracts: {per_contract:.1} KiB per contract; {:.1} MiB projected with \
+                     {CACHED_CONTRACTS} contracts (target: at most {MANAGER_RSS_TARGET_MIB} MiB)",
+                    mib(before),
+                    mib(after),
+                    projected / 1024.0,
+                );
+            }
+            _ => {
+                let grown = self
+                    .joined
+                    .process_rss
+                    .saturating_sub(self.before.process_rss);
+                println!(
+                    "memory:      VmRSS {:.1} MiB before the scale-up, {:.1} MiB after: {:.1} KiB/node \
+                     (the API server and its objects share this process with the manager; \
+                     --external measures the manager alone)",
+                    mib(self.before.process_rss),
+                    mib(self.joined.process_rss),
+                    grown as f64 / total as f64,
+                );
+            }
+        }
+    }
+}
+
+/// Prints one row per life and the growth of CPU per node from the first to
+/// the last; returns the larger growth (manager or API server).
+pub fn print_curve(lives: &[Life]) -> f64 {
+    println!(
+        "bench-scale --curve (debug build: {}); per node over a whole life (up, idle 2 s, down):",
+        cfg!(debug_assertions)
+    );
+    println!(
+        "  {:>6}  {:>9}  {:>11}  {:>7}  {:>13}  {:>14}  {:>10}",
+        "nodes",
+        "up ms/node",
+        "down ms/node",
+        "down/up",
+        "manager CPU ms",
+        "API server CPU ms",
+        "writes"
+    );
+    for life in lives {
+        let total = life.total() as f64;
+        let (manager, server) = life.cpu_per_node();
+        let writes = life.writes(&life.before, &life.gone).total as f64 / total;
+        println!(
+            "  {:>6}  {:>10.2}  {:>12.2}  {:>7.2}  {:>14.2}  {:>17.2}  {:>10.2}",
+            life.total(),
+            ms(life.up()) / total,
+            ms(life.down()) / total,
+            life.down().as_secs_f64() / life.up().as_secs_f64(),
+            ms(manager),
+            ms(server),
+            writes,
+        );
+    }
+    let (Some(first), Some(last)) = (lives.first(), lives.last()) else {
+        return 0.0;
+    };
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
+    let (first_manager, first_server) = first.cpu_per_node();
+    let (last_manager, last_server) = last.cpu_per_node();
+    let manager = ratio(last_manager, first_manager);
+    let server = ratio(last_server, first_server);
+    println!(
+        "  CPU per node at {} nodes over {} nodes: manager {manager:.2}x, API server {server:.2}x \
+         (target: at most {CURVE_LIMIT}x each)",
+        last.total(),
+        first.total(),
+    );
+    manager.max(server)
+}
+
+pub fn print_throughput(
+    total: usize,
+    clusters: usize,
+    nodes: usize,
+    plain: Duration,
+    deployed: Duration,
+    joined: Duration,
+) {
+    let floor = plain + BID_WINDOW;
+    println!(
+        "bench-scale --throughput (debug build: {}): {clusters} Clusters x {nodes} NodeClaims = {total} nodes",
+        cfg!(debug_assertions)
+    );
+    println!(
+        "  floor: a plain client creates {total} objects in {plain:.2?}, plus one bid window \
+         ({BID_WINDOW:?}) = {floor:.2?}"
+    );
+    println!(
+        "  the manager: every contract Deployed after {deployed:.2?} = {:.2}x the floor; \
+         every claim Joined after {joined:.2?} = {:.2}x",
+        deployed.as_secs_f64() / floor.as_secs_f64(),
+        joined.as_secs_f64() / floor.as_secs_f64(),
+    );
+}
+
+pub fn print_latency(rows: &[(usize, Duration, Duration)], external: bool) {
+    println!(
+        "bench-scale --latency (debug build: {}, manager {}): claim created (its create answered) \
+         -> its contract seen by a watch",
+        cfg!(debug_assertions),
+        if external {
+            "in its own process"
+        } else {
+            "in this process"
+        },
+    );
+    for (batch, p50, p99) in rows {
+        println!("  {batch:>6} claims at once: p50 {p50:.2?}, p99 {p99:.2?}");
+    }
+}
