@@ -19,6 +19,8 @@
 //!   nothing is released because of it.
 //! - Its deletion still reaches the store and the subscribers (with the last
 //!   readable version).
+//! - No object in the caches has `managedFields`: they are dropped before
+//!   the object is decoded.
 //! - Each unreadable version is reported once ([`Lenient::convert`] returns
 //!   it); the values themselves are never in the report (a Secret's data may
 //!   be what failed), only the field's path and what was expected.
@@ -55,7 +57,16 @@ pub struct Undecodable {
 
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = serde_json::Value::deserialize(deserializer)?;
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        // No reconcile reads who wrote which field (writes are server-side
+        // apply, and the replacing writes drop it): kept, it was most of every
+        // cached object's memory and of its decoding.
+        if let Some(meta) = value
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.remove("managedFields");
+        }
         if let Ok(object) = K::deserialize(&value) {
             return Ok(Self::Object(object));
         }

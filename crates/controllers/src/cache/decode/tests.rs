@@ -182,3 +182,27 @@ fn a_relist_forgets_the_unreadable_objects_that_are_gone() {
     assert_eq!(reflector.lenient.undecodable(), 1);
     assert_eq!(reflector.reports.len(), 2, "y was already reported");
 }
+
+#[test]
+fn cached_objects_carry_no_managed_fields() {
+    let mut with_fields = contract_json("c", json!(2), "1");
+    with_fields["metadata"]["managedFields"] = json!([{
+        "manager": "socialweb/requester", "operation": "Apply", "apiVersion": "v1",
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:phase": {}}},
+    }]);
+    let Decoded::Object(object) =
+        serde_json::from_value::<Decoded<ComputeContract>>(with_fields).unwrap()
+    else {
+        panic!("a readable object decodes");
+    };
+    assert_eq!(object.metadata.managed_fields, None);
+    assert_eq!(object.metadata.name.as_deref(), Some("c"));
+    with_fields = contract_json("d", json!(4_294_967_296_u64), "1");
+    with_fields["metadata"]["managedFields"] = json!([{"manager": "x"}]);
+    let Decoded::Undecodable(bad) =
+        serde_json::from_value::<Decoded<ComputeContract>>(with_fields).unwrap()
+    else {
+        panic!("an unreadable object is reported");
+    };
+    assert_eq!(bad.meta.managed_fields, None);
+}
