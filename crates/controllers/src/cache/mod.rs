@@ -49,6 +49,7 @@
 //! `socialweb_cache_undecodable_objects` and marked with a Warning Event.
 
 pub mod decode;
+pub mod index;
 
 use std::{
     borrow::Cow,
@@ -58,7 +59,7 @@ use std::{
     sync::Mutex,
 };
 
-use api::{ComputeContract, Infra, NodeClaim, Requester, names};
+use api::{ComputeContract, ComputeContractPhase, Infra, NodeClaim, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
@@ -76,6 +77,8 @@ use tokio::sync::watch;
 
 use api::Cluster;
 use decode::{Decoded, Lenient, Undecodable};
+pub use index::Index;
+use index::Indexer;
 
 use crate::metrics::Metrics;
 
@@ -100,6 +103,8 @@ where
     ready: watch::Sender<bool>,
     api: Api<Decoded<K>>,
     config: watcher::Config,
+    /// Updated by the reflector with the store.
+    indexes: Vec<Arc<dyn Indexer<K>>>,
 }
 
 impl<K> Shared<K>
@@ -119,7 +124,14 @@ where
             ready: watch::Sender::new(false),
             api,
             config,
+            indexes: Vec::new(),
         }
+    }
+
+    /// Keeps `index` up to date with this kind's store.
+    fn indexed_by(mut self, index: Arc<dyn Indexer<K>>) -> Self {
+        self.indexes.push(index);
+        self
     }
 
     /// A read handle on the cache of this kind.
@@ -171,6 +183,7 @@ where
         let store = self.store.clone();
         let fan_out = self.fan_out.clone();
         let ready = self.ready.clone();
+        let indexes = self.indexes.clone();
         let mut events = watcher(self.api.clone(), self.config.clone())
             .default_backoff()
             .boxed();
@@ -203,6 +216,7 @@ where
                     before_relist = store.state();
                 }
                 writer.apply_watcher_event(&event);
+                update(&indexes, &event, &store);
                 if matches!(event, watcher::Event::InitDone) {
                     ready.send_replace(true);
                 }
@@ -212,6 +226,22 @@ where
                 }
             }
         }))
+    }
+}
+
+/// Gives `indexes` the event their store just took.
+fn update<K>(indexes: &[Arc<dyn Indexer<K>>], event: &watcher::Event<K>, store: &Store<K>)
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    match event {
+        watcher::Event::Apply(object) => indexes.iter().for_each(|i| i.applied(object)),
+        watcher::Event::Delete(object) => indexes.iter().for_each(|i| i.deleted(object)),
+        watcher::Event::InitDone if !indexes.is_empty() => {
+            let objects = store.state();
+            indexes.iter().for_each(|i| i.relisted(&objects));
+        }
+        watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => {}
     }
 }
 
@@ -355,8 +385,100 @@ where
         .boxed()
 }
 
+/// The indexes of the shared caches: what a reconcile or a mapper would
+/// otherwise find by scanning a store. Clones share the indexes.
+#[derive(Clone)]
+pub struct Indexes {
+    /// NodeClaims by (namespace, `spec.clusterName`): a Cluster's claims.
+    pub claims_by_cluster: Arc<Index<NodeClaim, (String, String)>>,
+    /// ComputeContracts by the Infra their label names.
+    pub contracts_by_infra: Arc<Index<ComputeContract, String>>,
+    /// Join Secrets by the Infra their label names.
+    pub join_secrets_by_infra: Arc<Index<Secret, String>>,
+    /// ComputeContracts by (namespace, phase): how many there are, how many
+    /// are in flight (Bidding or Accepted), the phase gauge.
+    pub contracts_by_phase: Arc<Index<ComputeContract, (String, Option<ComputeContractPhase>)>>,
+}
+
+impl Indexes {
+    fn new() -> Self {
+        fn infra_label<K: Resource>(object: &K) -> Option<String> {
+            object
+                .meta()
+                .labels
+                .as_ref()?
+                .get(names::INFRA_NAME_LABEL)
+                .cloned()
+        }
+        Self {
+            claims_by_cluster: Arc::new(Index::new(|claim: &NodeClaim| {
+                Some((
+                    claim.metadata.namespace.clone().unwrap_or_default(),
+                    claim.spec.cluster_name.clone(),
+                ))
+            })),
+            contracts_by_infra: Arc::new(Index::new(infra_label::<ComputeContract>)),
+            join_secrets_by_infra: Arc::new(Index::new(infra_label::<Secret>)),
+            contracts_by_phase: Arc::new(Index::new(|contract: &ComputeContract| {
+                Some((
+                    contract.metadata.namespace.clone().unwrap_or_default(),
+                    contract.status.as_ref().and_then(|s| s.phase),
+                ))
+            })),
+        }
+    }
+
+    /// The contracts of `namespace` in a phase where they hold a bid window
+    /// or a booting machine (Bidding or Accepted): what `maxInFlight` bounds.
+    #[must_use]
+    pub fn contracts_in_flight(&self, namespace: &str) -> usize {
+        [
+            ComputeContractPhase::Bidding,
+            ComputeContractPhase::Accepted,
+        ]
+        .into_iter()
+        .map(|phase| {
+            self.contracts_by_phase
+                .len(&(namespace.to_owned(), Some(phase)))
+        })
+        .sum()
+    }
+
+    /// [`Self::contracts_in_flight`] without `contract`.
+    #[must_use]
+    pub fn contracts_in_flight_besides(
+        &self,
+        namespace: &str,
+        contract: &ObjectRef<ComputeContract>,
+    ) -> usize {
+        let itself = [
+            ComputeContractPhase::Bidding,
+            ComputeContractPhase::Accepted,
+        ]
+        .into_iter()
+        .any(|phase| {
+            self.contracts_by_phase
+                .contains(&(namespace.to_owned(), Some(phase)), contract)
+        });
+        self.contracts_in_flight(namespace) - usize::from(itself)
+    }
+
+    /// How many contracts `namespace` has, by phase (`None`: no phase yet).
+    #[must_use]
+    pub fn contract_phases(&self, namespace: &str) -> Vec<(Option<ComputeContractPhase>, usize)> {
+        self.contracts_by_phase
+            .counts()
+            .into_iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|((_, phase), count)| (phase, count))
+            .collect()
+    }
+}
+
 /// The caches of every kind the manager reads.
 pub struct SharedCaches {
+    /// Kept by the reflectors with the stores.
+    pub indexes: Indexes,
     /// Where undecodable objects are counted and marked.
     reporting: Reporting,
     /// Infras of the contract namespace.
@@ -385,13 +507,16 @@ impl SharedCaches {
             controller: REPORTER.to_owned(),
             instance: None,
         };
+        let indexes = Indexes::new();
         Self {
             reporting: Reporting {
                 metrics: Metrics::default(),
                 recorder: Recorder::new(client.clone(), reporter),
             },
             infras: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
-            contracts: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
+            contracts: Shared::new(Api::namespaced(client.clone(), contract_namespace), any())
+                .indexed_by(indexes.contracts_by_infra.clone())
+                .indexed_by(indexes.contracts_by_phase.clone()),
             requesters: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
             outside_requesters: Shared::new(
                 Api::all(client.clone()),
@@ -401,9 +526,12 @@ impl SharedCaches {
             join_secrets: Shared::new(
                 Api::namespaced(client.clone(), contract_namespace),
                 watcher::Config::default().labels(names::CONTRACT_LABEL),
-            ),
+            )
+            .indexed_by(indexes.join_secrets_by_infra.clone()),
             clusters: Shared::new(Api::all(client.clone()), any()),
-            nodeclaims: Shared::new(Api::all(client), any()),
+            nodeclaims: Shared::new(Api::all(client), any())
+                .indexed_by(indexes.claims_by_cluster.clone()),
+            indexes,
         }
     }
 
@@ -488,182 +616,4 @@ impl CacheReadiness {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-    use kube::api::ObjectMeta;
-
-    fn secret(name: &str) -> Secret {
-        Secret {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                ..ObjectMeta::default()
-            },
-            ..Secret::default()
-        }
-    }
-
-    fn names(objects: &[Arc<Secret>]) -> Vec<String> {
-        let mut names: Vec<String> = objects
-            .iter()
-            .map(|o| o.metadata.name.clone().unwrap())
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// Applies `event` as the reflector does and returns what the subscribers hear.
-    fn step(
-        writer: &mut Writer<Secret>,
-        before: &mut Vec<Arc<Secret>>,
-        event: watcher::Event<Secret>,
-    ) -> Vec<String> {
-        let store = writer.as_reader();
-        if matches!(event, watcher::Event::Init) {
-            *before = store.state();
-        }
-        writer.apply_watcher_event(&event);
-        names(&fan_out_of(event, &store, before))
-    }
-
-    #[tokio::test]
-    async fn spec_changes_drop_status_only_writes() {
-        use futures::StreamExt as _;
-        let version = |generation: i64, finalizers: &[&str], status: &str| {
-            let mut object = secret("r");
-            object.metadata.generation = Some(generation);
-            object.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
-            // Stands for a status write: it changes nothing but the content.
-            object.metadata.labels = Some([("status".to_owned(), status.to_owned())].into());
-            Arc::new(object)
-        };
-        let changes = [
-            (version(1, &[], "a"), true),     // first seen
-            (version(1, &[], "b"), false),    // status only
-            (version(1, &["f"], "b"), true),  // finalizer added
-            (version(1, &["f"], "c"), false), // status only
-            (version(2, &["f"], "c"), true),  // spec changed, or marked for deletion
-            (version(2, &[], "c"), true),     // finalizer removed
-        ];
-        let mut writer: Writer<Secret> = Writer::default();
-        let store = writer.as_reader();
-        writer.apply_watcher_event(&watcher::Event::Apply((*version(2, &[], "c")).clone()));
-        let objects: Vec<Arc<Secret>> = changes.iter().map(|(o, _)| Arc::clone(o)).collect();
-        let stream = futures::stream::iter(objects).boxed();
-        let passed: Vec<Arc<Secret>> = spec_changes(stream, store.clone()).collect().await;
-        let expected: Vec<Arc<Secret>> = changes
-            .iter()
-            .filter(|(_, pass)| *pass)
-            .map(|(o, _)| Arc::clone(o))
-            .collect();
-        assert_eq!(passed, expected);
-
-        // Gone from the store: passed on, even with an unchanged signature.
-        writer.apply_watcher_event(&watcher::Event::Delete((*version(2, &[], "c")).clone()));
-        let stream = futures::stream::iter([version(2, &[], "c"), version(2, &[], "c")]).boxed();
-        let gone: Vec<Arc<Secret>> = spec_changes(stream, store).collect().await;
-        assert_eq!(gone.len(), 2, "a deletion always reaches the mappers");
-    }
-
-    #[tokio::test]
-    async fn every_waiter_wakes_when_the_caches_are_ready() {
-        let senders: Vec<watch::Sender<bool>> = (0..3).map(|_| watch::Sender::new(false)).collect();
-        let readiness = CacheReadiness {
-            kinds: senders.iter().map(watch::Sender::subscribe).collect(),
-        };
-        // Many reconciles wait at once, in one task (as the controllers do) and in others.
-        let mut waiting: futures::stream::FuturesUnordered<_> = (0..16)
-            .map(|_| {
-                let readiness = readiness.clone();
-                async move { readiness.wait().await }
-            })
-            .collect();
-        let spawned: Vec<_> = (0..16)
-            .map(|_| {
-                let readiness = readiness.clone();
-                tokio::spawn(async move { readiness.wait().await })
-            })
-            .collect();
-        assert!(futures::poll!(waiting.next()).is_pending());
-        for sender in &senders[..2] {
-            sender.send_replace(true);
-        }
-        assert!(
-            futures::poll!(waiting.next()).is_pending(),
-            "one kind is not listed yet"
-        );
-        assert!(!readiness.is_ready());
-        senders[2].send_replace(true);
-        let all = async {
-            while waiting.next().await.is_some() {}
-            for task in spawned {
-                task.await.unwrap();
-            }
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(5), all)
-            .await
-            .expect("every waiter woke");
-        assert!(readiness.is_ready());
-    }
-
-    #[test]
-    fn a_deleted_object_is_told_with_its_last_state() {
-        let mut writer = Writer::default();
-        let mut before = Vec::new();
-        assert_eq!(
-            step(&mut writer, &mut before, watcher::Event::Apply(secret("a"))),
-            ["a"]
-        );
-        // kube-runtime's shared stream drops this one (the store no longer has it).
-        assert_eq!(
-            step(
-                &mut writer,
-                &mut before,
-                watcher::Event::Delete(secret("a"))
-            ),
-            ["a"]
-        );
-        assert!(writer.as_reader().state().is_empty());
-    }
-
-    #[test]
-    fn a_relist_tells_every_present_object_and_every_vanished_one() {
-        let mut writer = Writer::default();
-        let mut before = Vec::new();
-        step(
-            &mut writer,
-            &mut before,
-            watcher::Event::Apply(secret("kept")),
-        );
-        step(
-            &mut writer,
-            &mut before,
-            watcher::Event::Apply(secret("gone")),
-        );
-        assert!(step(&mut writer, &mut before, watcher::Event::Init).is_empty());
-        assert!(
-            step(
-                &mut writer,
-                &mut before,
-                watcher::Event::InitApply(secret("kept"))
-            )
-            .is_empty()
-        );
-        assert!(
-            step(
-                &mut writer,
-                &mut before,
-                watcher::Event::InitApply(secret("new"))
-            )
-            .is_empty()
-        );
-        assert_eq!(
-            step(&mut writer, &mut before, watcher::Event::InitDone),
-            ["gone", "kept", "new"]
-        );
-        assert_eq!(names(&writer.as_reader().state()), ["kept", "new"]);
-        // The next re-list starts from a clean slate.
-        assert!(before.is_empty());
-    }
-}
+mod tests;

@@ -37,7 +37,7 @@ use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent,
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 
-use crate::cache::{CacheReadiness, SharedCaches};
+use crate::cache::{CacheReadiness, Indexes, SharedCaches};
 use crate::{Clock, Error, Result};
 use decide::InfraPlan;
 
@@ -64,6 +64,7 @@ pub fn context(
 struct Reconciler {
     ctx: Arc<Context>,
     contracts: Store<ComputeContract>,
+    indexes: Indexes,
     ready: CacheReadiness,
 }
 
@@ -84,6 +85,7 @@ pub fn controller(
     let state = Arc::new(Reconciler {
         ctx,
         contracts: caches.contracts.store(),
+        indexes: caches.indexes.clone(),
         ready: caches.readiness(),
     });
     async move {
@@ -99,18 +101,19 @@ pub fn controller(
     }
 }
 
-/// The contracts of `infra` in the cache: same namespace, labelled with its name.
-fn owned_contracts(store: &Store<ComputeContract>, infra: &Infra) -> Vec<Arc<ComputeContract>> {
-    let name = infra.name_any();
+/// The contracts of `infra` in the cache: same namespace, labelled with its
+/// name, by name (from the index: no scan of every contract).
+fn owned_contracts(state: &Reconciler, infra: &Infra) -> Vec<Arc<ComputeContract>> {
     let namespace = infra.namespace();
-    store
-        .state()
+    let mut contracts: Vec<Arc<ComputeContract>> = state
+        .indexes
+        .contracts_by_infra
+        .objects(&infra.name_any(), &state.contracts)
         .into_iter()
-        .filter(|c| {
-            c.namespace() == namespace
-                && c.labels().get(api::names::INFRA_NAME_LABEL) == Some(&name)
-        })
-        .collect()
+        .filter(|c| c.namespace() == namespace)
+        .collect();
+    contracts.sort_by_key(|c| c.name_any());
+    contracts
 }
 
 fn action(plan: &InfraPlan) -> Action {
@@ -129,7 +132,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let object = format!("Infra {namespace}/{}", infra.name_any());
-    let mut contracts = owned_contracts(&state.contracts, &infra);
+    let mut contracts = owned_contracts(&state, &infra);
     let unreadable = read_unseen(ctx, &namespace, &infra, &mut contracts).await;
     let plan = decide::decide(&decide::Observed {
         infra: &infra,

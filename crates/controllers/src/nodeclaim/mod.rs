@@ -50,7 +50,7 @@ use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::{CacheReadiness, SharedCaches};
+use crate::cache::{CacheReadiness, Indexes, SharedCaches};
 use crate::{Clock, Error, Result};
 use compose::ClusterKey;
 
@@ -87,6 +87,7 @@ struct Stores {
     contracts: Store<ComputeContract>,
     secrets: Store<Secret>,
     requesters: Store<Requester>,
+    indexes: Indexes,
     ready: CacheReadiness,
 }
 
@@ -122,6 +123,7 @@ pub fn controller(
         contracts: caches.contracts.store(),
         secrets: caches.join_secrets.store(),
         requesters: caches.requesters.store(),
+        indexes: caches.indexes.clone(),
         ready: caches.readiness(),
     };
     let config = Config::default().concurrency(ctx.concurrency);
@@ -171,22 +173,17 @@ pub fn controller(
             .for_each(log_result);
 
     // Claims whose Cluster does not exist: keyed by claim, same reconcile.
-    let claims_of = |claims: Store<NodeClaim>| {
+    let claims_of = |indexes: Indexes| {
         move |key: Option<ClusterKey>| -> Vec<ObjectRef<NodeClaim>> {
-            let Some(key) = key else { return Vec::new() };
-            claims
-                .state()
-                .iter()
-                .filter(|c| ClusterKey::of_claim(c) == key)
-                .map(|c| ObjectRef::from_obj(c.as_ref()))
-                .collect()
+            key.map(|key| indexes.claims_by_cluster.refs(&(key.namespace, key.name)))
+                .unwrap_or_default()
         }
     };
     let orphans =
         Controller::for_shared_stream(caches.nodeclaims.subscribe(), stores.claims.clone())
             .with_config(config)
             .watches_shared_stream(caches.clusters.subscribe(), {
-                let claims_of = claims_of(stores.claims.clone());
+                let claims_of = claims_of(stores.indexes.clone());
                 move |cluster: Arc<Cluster>| {
                     claims_of(Some(ClusterKey {
                         namespace: cluster.namespace().unwrap_or_default(),
@@ -195,11 +192,11 @@ pub fn controller(
                 }
             })
             .watches_shared_stream(caches.infras.subscribe(), {
-                let claims_of = claims_of(stores.claims.clone());
+                let claims_of = claims_of(stores.indexes.clone());
                 move |infra: Arc<Infra>| claims_of(infra_cluster_key(&infra))
             })
             .watches_shared_stream(caches.contracts.subscribe(), {
-                let claims_of = claims_of(stores.claims.clone());
+                let claims_of = claims_of(stores.indexes.clone());
                 let infras = stores.infras.clone();
                 let ns = ctx.contract_namespace.clone();
                 move |contract: Arc<ComputeContract>| {
@@ -207,7 +204,7 @@ pub fn controller(
                 }
             })
             .watches_shared_stream(caches.join_secrets.subscribe(), {
-                let claims_of = claims_of(stores.claims.clone());
+                let claims_of = claims_of(stores.indexes.clone());
                 let infras = stores.infras.clone();
                 let ns = ctx.contract_namespace.clone();
                 move |secret: Arc<Secret>| {
@@ -221,6 +218,13 @@ pub fn controller(
     async move {
         futures::join!(by_cluster, orphans);
     }
+}
+
+/// `objects` in the order of their names, as a store's scan never promised
+/// but a decision is easier to read in.
+fn by_name<K: ResourceExt>(mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
+    objects.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    objects
 }
 
 fn cluster_ref(key: &ClusterKey) -> ObjectRef<Cluster> {
@@ -296,18 +300,29 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     stores.wait_until_ready().await;
     // Read from the cache after readiness, like everything else this reconcile decides from.
     let cluster = stores.clusters.get(&cluster_ref(key));
-    let claims = stores
-        .claims
-        .state_filter(|c| ClusterKey::of_claim(c) == *key);
+    // From the indexes, by name: no scan of every claim, contract and Secret.
+    let claims = by_name(
+        stores
+            .indexes
+            .claims_by_cluster
+            .objects(&(key.namespace.clone(), key.name.clone()), &stores.claims),
+    );
     let infra_name = key.infra_name();
     let infra = stores
         .infras
         .get(&ObjectRef::new(&infra_name).within(&ctx.contract_namespace));
-    let of_infra = |labels: &std::collections::BTreeMap<String, String>| {
-        labels.get(INFRA_NAME_LABEL) == Some(&infra_name)
-    };
-    let contracts = stores.contracts.state_filter(|c| of_infra(c.labels()));
-    let secrets = stores.secrets.state_filter(|s| of_infra(s.labels()));
+    let contracts = by_name(
+        stores
+            .indexes
+            .contracts_by_infra
+            .objects(&infra_name, &stores.contracts),
+    );
+    let secrets = by_name(
+        stores
+            .indexes
+            .join_secrets_by_infra
+            .objects(&infra_name, &stores.secrets),
+    );
     let claim_refs: Vec<&NodeClaim> = claims.iter().map(AsRef::as_ref).collect();
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();

@@ -1,0 +1,210 @@
+//! The fan-out, the spec-change filter and the readiness of the shared caches.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use super::*;
+use kube::api::ObjectMeta;
+
+fn secret(name: &str) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            ..ObjectMeta::default()
+        },
+        ..Secret::default()
+    }
+}
+
+fn names(objects: &[Arc<Secret>]) -> Vec<String> {
+    let mut names: Vec<String> = objects
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Applies `event` as the reflector does and returns what the subscribers hear.
+fn step(
+    writer: &mut Writer<Secret>,
+    before: &mut Vec<Arc<Secret>>,
+    event: watcher::Event<Secret>,
+) -> Vec<String> {
+    let store = writer.as_reader();
+    if matches!(event, watcher::Event::Init) {
+        *before = store.state();
+    }
+    writer.apply_watcher_event(&event);
+    names(&fan_out_of(event, &store, before))
+}
+
+#[tokio::test]
+async fn spec_changes_drop_status_only_writes() {
+    use futures::StreamExt as _;
+    let version = |generation: i64, finalizers: &[&str], status: &str| {
+        let mut object = secret("r");
+        object.metadata.generation = Some(generation);
+        object.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+        // Stands for a status write: it changes nothing but the content.
+        object.metadata.labels = Some([("status".to_owned(), status.to_owned())].into());
+        Arc::new(object)
+    };
+    let changes = [
+        (version(1, &[], "a"), true),     // first seen
+        (version(1, &[], "b"), false),    // status only
+        (version(1, &["f"], "b"), true),  // finalizer added
+        (version(1, &["f"], "c"), false), // status only
+        (version(2, &["f"], "c"), true),  // spec changed, or marked for deletion
+        (version(2, &[], "c"), true),     // finalizer removed
+    ];
+    let mut writer: Writer<Secret> = Writer::default();
+    let store = writer.as_reader();
+    writer.apply_watcher_event(&watcher::Event::Apply((*version(2, &[], "c")).clone()));
+    let objects: Vec<Arc<Secret>> = changes.iter().map(|(o, _)| Arc::clone(o)).collect();
+    let stream = futures::stream::iter(objects).boxed();
+    let passed: Vec<Arc<Secret>> = spec_changes(stream, store.clone()).collect().await;
+    let expected: Vec<Arc<Secret>> = changes
+        .iter()
+        .filter(|(_, pass)| *pass)
+        .map(|(o, _)| Arc::clone(o))
+        .collect();
+    assert_eq!(passed, expected);
+
+    // Gone from the store: passed on, even with an unchanged signature.
+    writer.apply_watcher_event(&watcher::Event::Delete((*version(2, &[], "c")).clone()));
+    let stream = futures::stream::iter([version(2, &[], "c"), version(2, &[], "c")]).boxed();
+    let gone: Vec<Arc<Secret>> = spec_changes(stream, store).collect().await;
+    assert_eq!(gone.len(), 2, "a deletion always reaches the mappers");
+}
+
+#[tokio::test]
+async fn every_waiter_wakes_when_the_caches_are_ready() {
+    let senders: Vec<watch::Sender<bool>> = (0..3).map(|_| watch::Sender::new(false)).collect();
+    let readiness = CacheReadiness {
+        kinds: senders.iter().map(watch::Sender::subscribe).collect(),
+    };
+    // Many reconciles wait at once, in one task (as the controllers do) and in others.
+    let mut waiting: futures::stream::FuturesUnordered<_> = (0..16)
+        .map(|_| {
+            let readiness = readiness.clone();
+            async move { readiness.wait().await }
+        })
+        .collect();
+    let spawned: Vec<_> = (0..16)
+        .map(|_| {
+            let readiness = readiness.clone();
+            tokio::spawn(async move { readiness.wait().await })
+        })
+        .collect();
+    assert!(futures::poll!(waiting.next()).is_pending());
+    for sender in &senders[..2] {
+        sender.send_replace(true);
+    }
+    assert!(
+        futures::poll!(waiting.next()).is_pending(),
+        "one kind is not listed yet"
+    );
+    assert!(!readiness.is_ready());
+    senders[2].send_replace(true);
+    let all = async {
+        while waiting.next().await.is_some() {}
+        for task in spawned {
+            task.await.unwrap();
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), all)
+        .await
+        .expect("every waiter woke");
+    assert!(readiness.is_ready());
+}
+
+#[test]
+fn a_deleted_object_is_told_with_its_last_state() {
+    let mut writer = Writer::default();
+    let mut before = Vec::new();
+    assert_eq!(
+        step(&mut writer, &mut before, watcher::Event::Apply(secret("a"))),
+        ["a"]
+    );
+    // kube-runtime's shared stream drops this one (the store no longer has it).
+    assert_eq!(
+        step(
+            &mut writer,
+            &mut before,
+            watcher::Event::Delete(secret("a"))
+        ),
+        ["a"]
+    );
+    assert!(writer.as_reader().state().is_empty());
+}
+
+#[test]
+fn a_relist_tells_every_present_object_and_every_vanished_one() {
+    let mut writer = Writer::default();
+    let mut before = Vec::new();
+    step(
+        &mut writer,
+        &mut before,
+        watcher::Event::Apply(secret("kept")),
+    );
+    step(
+        &mut writer,
+        &mut before,
+        watcher::Event::Apply(secret("gone")),
+    );
+    assert!(step(&mut writer, &mut before, watcher::Event::Init).is_empty());
+    assert!(
+        step(
+            &mut writer,
+            &mut before,
+            watcher::Event::InitApply(secret("kept"))
+        )
+        .is_empty()
+    );
+    assert!(
+        step(
+            &mut writer,
+            &mut before,
+            watcher::Event::InitApply(secret("new"))
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        step(&mut writer, &mut before, watcher::Event::InitDone),
+        ["gone", "kept", "new"]
+    );
+    assert_eq!(names(&writer.as_reader().state()), ["kept", "new"]);
+    // The next re-list starts from a clean slate.
+    assert!(before.is_empty());
+}
+
+#[test]
+fn indexes_take_every_event_their_store_takes() {
+    let by_name_length: Arc<Index<Secret, usize>> = Arc::new(Index::new(|s: &Secret| {
+        s.metadata.name.as_ref().map(String::len)
+    }));
+    let indexes: Vec<Arc<dyn Indexer<Secret>>> = vec![by_name_length.clone()];
+    let mut writer = Writer::default();
+    let store = writer.as_reader();
+    let mut take = |event: watcher::Event<Secret>| {
+        writer.apply_watcher_event(&event);
+        update(&indexes, &event, &store);
+    };
+    take(watcher::Event::Apply(secret("a")));
+    take(watcher::Event::Apply(secret("bb")));
+    take(watcher::Event::Apply(secret("cc")));
+    assert_eq!(by_name_length.len(&2), 2);
+    take(watcher::Event::Delete(secret("bb")));
+    assert_eq!(names(&by_name_length.objects(&2, &store)), ["cc"]);
+    // A re-list that no longer has "a" and brings "dd".
+    take(watcher::Event::Init);
+    take(watcher::Event::InitApply(secret("cc")));
+    take(watcher::Event::InitApply(secret("dd")));
+    assert_eq!(
+        by_name_length.len(&1),
+        1,
+        "the store still has a until the list is done"
+    );
+    take(watcher::Event::InitDone);
+    assert_eq!(by_name_length.len(&1), 0);
+    assert_eq!(names(&by_name_length.objects(&2, &store)), ["cc", "dd"]);
+}
