@@ -42,8 +42,10 @@ fn default_ttl_seconds_after_finished() -> u32 {
 #[serde(rename_all = "camelCase")]
 pub struct ComputeContractSpec {
     /// The size of the machine.
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "resources is immutable: the machine is rented with them; give the Infra a new entry with the resources you want and remove this one"}]))]
     pub resources: Resources,
     /// Where the machine must run.
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "location is immutable: the machine is rented there; give the Infra a new entry with the location you want and remove this one"}]))]
     pub location: Location,
     /// The role of the machine.
     #[serde(default)]

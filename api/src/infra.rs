@@ -196,6 +196,9 @@ pub enum ContractState {
     Requested,
     /// Its ComputeContract is released (the entry left the spec or the Infra is being deleted).
     Released,
+    /// Someone other than the Infra controller set its ComputeContract's
+    /// spec.release while its entry was live: the entry is not rented again.
+    ReleasedByHand,
 }
 
 /// Where an Infra is in its life.

@@ -32,6 +32,11 @@ pub const CONTRACT_RELEASE_FINALIZER: &str = "requester.socialweb.computer/relea
 /// so a restore that drops status does not leak a machine.
 pub const RECEIPT_ANNOTATION: &str = "socialweb.computer/receipt";
 
+/// Annotation the Infra controller puts on a ComputeContract in the same
+/// write that sets its `spec.release`: a released contract without it was
+/// released by someone else, and its entry is never rented again.
+pub const INFRA_RELEASED_ANNOTATION: &str = "infra.socialweb.computer/released";
+
 /// Server-side apply field manager of the Infra controller.
 pub const INFRA_MANAGER: &str = "socialweb/infra";
 /// Server-side apply field manager of the NodeClaim controller.

@@ -18,7 +18,8 @@ use apiserver::testing::HistoryEntry;
 use controllers::requester::conditions as cond;
 use controllers::{SharedCaches, infra, requester};
 use infra_support::e2e::CONTRACTS;
-use infra_support::{INFRA, cc_name, spec_with};
+use infra_support::e2e::served_spec_with;
+use infra_support::{INFRA, cc_name};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use market::Market;
@@ -162,7 +163,10 @@ async fn a_directly_deleted_deployed_contract_releases_its_guest_before_it_goes(
 async fn a_foreground_infra_deletion_releases_every_guest_before_its_contract_goes() {
     let (env, _controllers) = started_with_a_requester().await;
     let infras: Api<Infra> = Api::namespaced(env.client.clone(), NS);
-    let mut object = Infra::new(INFRA, spec_with(&["node-a", "node-b"]));
+    let mut object = Infra::new(
+        INFRA,
+        served_spec_with(&env.client, &["node-a", "node-b"]).await,
+    );
     object.metadata.namespace = Some(NS.to_owned());
     infras
         .create(&PostParams::default(), &object)
@@ -301,7 +305,7 @@ async fn the_ttl_still_deletes_a_finished_ownerless_contract_that_holds_the_fina
 async fn a_directly_deleted_infra_contract_is_replaced_by_a_new_machine() {
     let (env, _controllers) = started_with_a_requester().await;
     let infras: Api<Infra> = Api::namespaced(env.client.clone(), NS);
-    let mut object = Infra::new(INFRA, spec_with(&["node-a"]));
+    let mut object = Infra::new(INFRA, served_spec_with(&env.client, &["node-a"]).await);
     object.metadata.namespace = Some(NS.to_owned());
     infras
         .create(&PostParams::default(), &object)

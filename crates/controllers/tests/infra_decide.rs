@@ -127,14 +127,22 @@ fn observed_contract_is_requested_and_all_deployed_converges_to_no_writes() {
 #[test]
 fn changed_entry_updates_its_contract_only() {
     let mut world = world_deployed(&["node-a", "node-b"]);
-    world.infra.spec.contracts[0].resources.cpus = 8;
+    let new_server = "https://moved.example:6443";
+    world.infra.spec.nodes[0]
+        .node_join
+        .as_mut()
+        .unwrap()
+        .api_server = new_server.to_owned();
     let plan = world.plan();
     assert_eq!(plan.apply.len(), 1);
     assert_eq!(
         plan.apply[0].metadata.name.as_deref(),
         Some(cc_name("node-a").as_str())
     );
-    assert_eq!(plan.apply[0].spec.resources.cpus, 8);
+    assert_eq!(
+        plan.apply[0].spec.node_join.as_ref().unwrap().api_server,
+        new_server
+    );
     assert!(plan.events.is_empty(), "an update is not a creation");
 }
 

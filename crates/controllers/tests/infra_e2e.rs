@@ -13,7 +13,7 @@ use apiserver::testing::{HistoryEntry, TestServer};
 use controllers::infra::{self, context};
 use controllers::{SharedCaches, SystemClock};
 use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
-use infra_support::{INFRA, NS, cc_name, spec_with};
+use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use std::sync::Arc;
@@ -86,7 +86,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
     infras
         .create(
             &PostParams::default(),
-            &Infra::new(INFRA, spec_with(&["node-a", "node-b"])),
+            &Infra::new(INFRA, plain_spec_with(&["node-a", "node-b"])),
         )
         .await
         .unwrap();
@@ -141,7 +141,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         .patch(
             INFRA,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "spec": spec_with(&["node-b"]) })),
+            &Patch::Merge(serde_json::json!({ "spec": plain_spec_with(&["node-b"]) })),
         )
         .await
         .unwrap();
@@ -169,7 +169,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
             INFRA,
             &PatchParams::default(),
             &Patch::Merge(
-                serde_json::json!({ "spec": spec_with(&["node-b", "node-c", "node-d"]) }),
+                serde_json::json!({ "spec": plain_spec_with(&["node-b", "node-c", "node-d"]) }),
             ),
         )
         .await
@@ -240,6 +240,57 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         assert!(!note.contains("join-"), "an Event names a Secret: {note}");
         assert_eq!(event.reporting_controller.as_deref(), Some(infra::REPORTER));
     }
+
+    controller.abort();
+    reflectors.abort();
+    requester.abort();
+}
+
+/// Plan 0009 S9: a hand-made Infra whose node entry names a NodeClaim that
+/// does not exist rents nothing for it and says so; its plain entry is rented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_entry_naming_no_claim_is_not_rented_and_says_so() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client();
+    install(&client).await;
+    let caches = SharedCaches::new(client.clone(), NS);
+    let ctx = Arc::new(context(client.clone(), Arc::new(SystemClock), NS));
+    let controller = tokio::spawn(infra::controller(ctx, &caches));
+    let reflectors = tokio::spawn(caches.run());
+    let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));
+    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
+    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
+
+    // node-a is a node of claim tenant/node-a (uid-node-a), which nobody created.
+    let mut spec = infra_support::spec_with(&["node-a"]);
+    spec.contracts.push(infra_support::entry("plain"));
+    infras
+        .create(&PostParams::default(), &Infra::new(INFRA, spec))
+        .await
+        .unwrap();
+    let ready = eventually("the Infra says why node-a is not rented", || async {
+        let status = infras.get(INFRA).await.ok()?.status?;
+        let ready = api::find_condition(&status.conditions, "Ready")?.clone();
+        (ready.reason == infra::problems::REASON_NODE_CLAIM_NOT_FOUND
+            && status.phase == Some(InfraPhase::Failed)
+            && status.ready_contracts == 1)
+            .then_some(ready)
+    })
+    .await;
+    assert!(ready.message.contains("tenant/node-a"), "{}", ready.message);
+    let names: Vec<String> = contracts
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    assert_eq!(
+        names,
+        [cc_name("plain")],
+        "a machine was rented for no claim"
+    );
 
     controller.abort();
     reflectors.abort();

@@ -16,7 +16,7 @@ use apiserver::testing::TestServer;
 use controllers::infra::{self, context};
 use controllers::{SharedCaches, SystemClock};
 use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
-use infra_support::{INFRA, NS, cc_name, spec_with};
+use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use tokio::task::JoinHandle;
@@ -68,7 +68,7 @@ async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
     infras
         .create(
             &PostParams::default(),
-            &Infra::new(INFRA, spec_with(&["node-a", "node-b", "node-c"])),
+            &Infra::new(INFRA, plain_spec_with(&["node-a", "node-b", "node-c"])),
         )
         .await
         .unwrap();
@@ -84,7 +84,7 @@ async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
         .patch(
             INFRA,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "spec": spec_with(&["node-b", "node-c"]) })),
+            &Patch::Merge(serde_json::json!({ "spec": plain_spec_with(&["node-b", "node-c"]) })),
         )
         .await
         .unwrap();

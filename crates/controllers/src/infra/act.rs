@@ -119,6 +119,7 @@ async fn publish_events(
             | InfraEvent::ReleaseRequested { contract, .. } => written.applied.contains(contract),
             InfraEvent::ContractDeleted { contract } => written.deleted.contains(contract),
             InfraEvent::ContractFailed { .. }
+            | InfraEvent::ReleasedByHand { .. }
             | InfraEvent::Deployed { .. }
             | InfraEvent::Finalized => all_written,
         };

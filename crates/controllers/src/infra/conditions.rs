@@ -4,6 +4,8 @@
 use api::{ComputeContractPhase, Condition, ConditionStatus, ContractState, ContractStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::problems::{self, Problems};
+
 /// The condition type aggregated over all contracts.
 pub const READY: &str = "Ready";
 
@@ -52,18 +54,28 @@ pub fn is_ready(row: &ContractStatus) -> bool {
     row.state == ContractState::Requested && row.phase == Some(ComputeContractPhase::Deployed)
 }
 
-/// The Ready condition of a live Infra from its live entries' rows (sorted by name).
+/// The Ready condition of a live Infra from its live entries' rows (sorted
+/// by name) and its [`Problems`]: with a problem, the most urgent reason and
+/// every problem's message; without, what waits.
 #[must_use]
-pub fn ready_live(live: &[&ContractStatus], generation: Option<i64>, now: Time) -> Condition {
+pub fn ready_live(
+    live: &[&ContractStatus],
+    problems: &Problems,
+    generation: Option<i64>,
+    now: Time,
+) -> Condition {
     let unready: Vec<&ContractStatus> = live.iter().copied().filter(|r| !is_ready(r)).collect();
     let failed: Vec<&ContractStatus> = live
         .iter()
         .copied()
-        .filter(|r| r.phase == Some(ComputeContractPhase::Failed))
+        .filter(|r| {
+            r.phase == Some(ComputeContractPhase::Failed)
+                && r.state != ContractState::ReleasedByHand
+        })
         .collect();
-    let (status, reason, message) = if !failed.is_empty() {
-        (
-            ConditionStatus::False,
+    let mut said = Vec::new();
+    if !failed.is_empty() {
+        said.push((
             REASON_CONTRACT_FAILED,
             format!(
                 "{} of {} contracts failed: {}; remove the entry (or its NodeClaim) to release it, \
@@ -72,7 +84,14 @@ pub fn ready_live(live: &[&ContractStatus], generation: Option<i64>, now: Time) 
                 live.len(),
                 name_first(&failed)
             ),
-        )
+        ));
+    }
+    said.extend(problems.said());
+    // A hand release is the most urgent: a person took a machine away.
+    said.sort_by_key(|(reason, _)| *reason != problems::REASON_RELEASED_BY_HAND);
+    let (status, reason, message) = if let Some((reason, _)) = said.first() {
+        let messages: Vec<String> = said.iter().map(|(_, m)| m.clone()).collect();
+        (ConditionStatus::False, *reason, messages.join("; "))
     } else if unready.is_empty() {
         (
             ConditionStatus::True,

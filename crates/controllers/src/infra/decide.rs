@@ -7,7 +7,12 @@
 //! ComputeContract `<infra>-<entry>` applied when missing or different
 //! (Staged -> Requested). A contract that matches no entry (the entry left, or
 //! its claim was recreated under a new entry name) is released, and deleted
-//! once its status says Released.
+//! once its status says Released, unless a live NodeClaim still uses it
+//! (held: an edit of the Infra never costs a claim's running machine).
+//! A contract of a live entry whose `spec.release` someone else set is
+//! ReleasedByHand: never created again while the entry stays (a contract
+//! deleted directly is replaced once gone, plan 0004). A node entry
+//! whose NodeClaim does not exist (or is another Infra's) is not rented.
 //!
 //! Deleting Infra ([`decide_deleting`], the plan 0028 order): release every
 //! contract; wait until ALL are Released; delete them; wait until they are gone;
@@ -19,6 +24,11 @@
 //!   Released (and the delete carries its uid and resourceVersion as preconditions,
 //!   so it cannot hit a newer object).
 //! - A contract whose `spec.release` is true is never applied with `release: false`.
+//! - A contract is created only for an entry whose status row says it never
+//!   had one (none, or Staged), or whose contract a direct read found gone
+//!   (never only because the cache lacks it), and never for an entry whose
+//!   contract was released by hand.
+//! - An existing contract's resources and location never change: the machine is rented.
 //! - Every applied contract carries [`CONTRACT_RELEASE_FINALIZER`] from its
 //!   creation on (so no delete, however it comes, removes a contract before the
 //!   Requester released its guest); it is left out only for a contract already
@@ -31,18 +41,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::names::{CONTRACT_LABEL, compute_contract_name};
+use api::names::compute_contract_name;
 use api::{
     ComputeContract, ComputeContractPhase, ContractState, ContractStatus, Infra, InfraPhase,
-    InfraStatus, compute_contract_spec_for, infra_declaration_hash, set_condition,
+    InfraStatus, compute_contract_spec_for,
 };
 use chrono::{DateTime, Utc};
 
+use super::claims::ClaimsSeen;
 use super::conditions::{self, is_ready};
 use super::events::{InfraEvent, ReleaseCause};
 use super::objects::{
-    contract_object, is_current, keep_finalizer_as_is_when_deleting, released_object,
+    contract_object, is_current, keep_finalizer_as_is_when_deleting, keep_machine,
+    released_by_infra, released_object,
 };
+use super::problems::Problems;
+use super::rows::{
+    by_name, changed_status, entry_of, is_unreleased, keep_unreadable_rows, old_rows, phase,
+    push_row, row,
+};
+pub use super::rows::{leaving_entries, unseen_contracts};
 use crate::time::to_time;
 
 /// How long to wait before looking again while contracts are in flight. Contract
@@ -58,6 +76,11 @@ pub const DELETION_SETTLE: Duration = Duration::from_secs(1);
 /// How soon to read again a contract whose direct read failed.
 pub const UNREADABLE_RETRY: Duration = Duration::from_secs(2);
 
+/// How soon to look again while a contract is held for a live claim: the
+/// NodeClaim controller restores its entry, or the claim's change wakes this
+/// controller; this only covers a missed event.
+pub const HOLD_RECHECK: Duration = Duration::from_secs(5);
+
 /// What one reconcile of an Infra observed.
 #[derive(Clone, Copy, Debug)]
 pub struct Observed<'a> {
@@ -68,8 +91,11 @@ pub struct Observed<'a> {
     pub contracts: &'a [Arc<ComputeContract>],
     /// Contracts its status lists that the cache lacks and whose direct read
     /// failed: unknown, not gone. Never created, released or counted as
-    /// gone; read again soon.
+    /// gone; read again soon. A contract the status lists that is in neither
+    /// `contracts` nor here was read directly and found gone.
     pub unreadable: &'a BTreeSet<String>,
+    /// What the NodeClaims say about the entries ([`super::claims`]).
+    pub claims: &'a ClaimsSeen,
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
 }
@@ -137,12 +163,14 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
         infra,
         contracts,
         unreadable,
+        claims,
         now,
     } = *observed_input;
     let infra_name = infra.metadata.name.clone().unwrap_or_default();
     let observed = by_name(contracts);
     let old_rows = old_rows(infra);
     let mut plan = InfraPlan::default();
+    let mut problems = Problems::default();
     let mut live_rows = Vec::new();
     let mut matched = BTreeSet::new();
 
@@ -160,6 +188,10 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
         };
         let object_name = compute_contract_name(&infra_name, entry);
         let old = old_rows.get(entry);
+        let released_by_us = old.is_some_and(|r| r.state == ContractState::Released)
+            || observed
+                .get(object_name.as_str())
+                .is_some_and(|c| released_by_infra(c));
         let row = match observed.get(object_name.as_str()) {
             None if unreadable.contains(&object_name) => {
                 // It may well exist: creating it blindly could rent a second
@@ -169,6 +201,26 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
                     || row(entry, &object_name, ContractState::Requested, None),
                     |r| (*r).clone(),
                 )
+            }
+            None if old.is_some_and(|r| r.state == ContractState::ReleasedByHand) => {
+                // Released by hand, and now gone too (a direct read found
+                // nothing): renting again would swap the machine behind the
+                // claim's back. (A contract deleted without a hand release
+                // is replaced: its finalizer released it, plan 0004.)
+                hand_released(&mut plan, &mut problems, old, &object_name);
+                let last_phase = old.and_then(|r| r.phase);
+                row(
+                    entry,
+                    &object_name,
+                    ContractState::ReleasedByHand,
+                    last_phase,
+                )
+            }
+            None if claims.unserved.contains_key(entry) => {
+                if let Some(why) = claims.unserved.get(entry) {
+                    problems.unserved.push((entry.to_owned(), why.clone()));
+                }
+                row(entry, &object_name, ContractState::Staged, None)
             }
             None => {
                 // Not observed: create it. An event only if the last status did not
@@ -181,6 +233,20 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
                 plan.apply
                     .push(contract_object(infra, &object_name, entry, spec));
                 row(entry, &object_name, ContractState::Staged, None)
+            }
+            Some(existing) if existing.spec.release && !released_by_us => {
+                // spec.release set while its entry is live, and not by this
+                // controller. The release goes on (the market may already
+                // have been told); the contract stays while the entry does,
+                // and the entry is not rented again.
+                matched.insert(object_name.clone());
+                hand_released(&mut plan, &mut problems, old, &object_name);
+                row(
+                    entry,
+                    &object_name,
+                    ContractState::ReleasedByHand,
+                    phase(existing),
+                )
             }
             Some(existing) if existing.spec.release => {
                 // An earlier contract of the same entry is being released: never
@@ -205,6 +271,11 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
                 matched.insert(object_name.clone());
                 let mut desired = contract_object(infra, &object_name, entry, spec);
                 keep_finalizer_as_is_when_deleting(existing, &mut desired);
+                if keep_machine(existing, &mut desired) {
+                    problems
+                        .machine_kept
+                        .push((entry.to_owned(), object_name.clone()));
+                }
                 if !is_current(existing, &desired) {
                     plan.apply.push(desired);
                 }
@@ -228,6 +299,23 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
             continue;
         }
         let entry = entry_of(&infra_name, existing, object_name);
+        let in_use_by = claims.in_use.get(&entry);
+        if let Some(claim) = in_use_by.filter(|_| is_unreleased(existing)) {
+            // Its claim still uses it: an edit of the Infra (kubectl edit)
+            // must not cost the running machine. The NodeClaim controller
+            // puts the entry back; a claim that lets go wakes this one.
+            problems
+                .held
+                .push(((*object_name).to_owned(), claim.clone()));
+            push_row(
+                &mut rows,
+                entry,
+                object_name,
+                ContractState::Requested,
+                existing,
+            );
+            continue;
+        }
         let old = old_rows.get(entry.as_str());
         release_or_delete(
             infra,
@@ -237,15 +325,22 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
             ReleaseCause::EntryRemoved,
             &mut plan,
         );
-        push_released_row(&mut rows, entry, object_name, existing);
+        push_row(
+            &mut rows,
+            entry,
+            object_name,
+            ContractState::Released,
+            existing,
+        );
     }
     keep_unreadable_rows(infra, unreadable, &matched, &mut rows);
     rows.sort_by(|a, b| a.name.cmp(&b.name));
 
     let live: Vec<&ContractStatus> = live_rows.iter().collect();
-    let infra_phase = if live
-        .iter()
-        .any(|r| r.phase == Some(ComputeContractPhase::Failed))
+    let infra_phase = if problems.blocks_deployment()
+        || live
+            .iter()
+            .any(|r| r.phase == Some(ComputeContractPhase::Failed))
     {
         InfraPhase::Failed
     } else if live.iter().all(|r| is_ready(r)) {
@@ -263,12 +358,17 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
         });
     }
     let ready_contracts = live.iter().filter(|r| is_ready(r)).count();
-    let ready = conditions::ready_live(&live, infra.metadata.generation, to_time(now));
+    let ready = conditions::ready_live(&live, &problems, infra.metadata.generation, to_time(now));
     let in_flight = rows.len() > live_rows.len()
-        || live_rows
-            .iter()
-            .any(|r| !is_ready(r) && r.phase != Some(ComputeContractPhase::Failed));
+        || live_rows.iter().any(|r| {
+            !is_ready(r)
+                && r.phase != Some(ComputeContractPhase::Failed)
+                && r.state != ContractState::ReleasedByHand
+        });
     plan.requeue = in_flight.then_some(IN_FLIGHT_RESYNC);
+    if !problems.held.is_empty() {
+        plan.requeue = Some(plan.requeue.map_or(HOLD_RECHECK, |r| r.min(HOLD_RECHECK)));
+    }
     settle_deletions(&mut plan, &observed);
     retry_unreadable(&mut plan, unreadable);
     plan.status = changed_status(infra, infra_phase, rows, ready_contracts, ready);
@@ -286,6 +386,7 @@ pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
         contracts,
         unreadable,
         now,
+        ..
     } = *observed_input;
     let infra_name = infra.metadata.name.clone().unwrap_or_default();
     let observed = by_name(contracts);
@@ -306,7 +407,13 @@ pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
             plan.release
                 .push(released_object(infra, existing, object_name, &entry));
         }
-        push_released_row(&mut rows, entry, object_name, existing);
+        push_row(
+            &mut rows,
+            entry,
+            object_name,
+            ContractState::Released,
+            existing,
+        );
     }
     keep_unreadable_rows(infra, unreadable, &BTreeSet::new(), &mut rows);
     rows.sort_by(|a, b| a.name.cmp(&b.name));
@@ -341,45 +448,6 @@ pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
     let ready = conditions::ready_deleting(&rows, infra.metadata.generation, to_time(now));
     plan.status = changed_status(infra, infra_phase, rows, 0, ready);
     plan
-}
-
-/// The ComputeContracts the Infra's status lists that `contracts` (the cache)
-/// does not show.
-///
-/// The cache may lag behind a create. A contract the controller created but
-/// cannot see yet must still be released when its entry leaves, the deleting
-/// path must not delete before ALL contracts are Released, and the finalizer must
-/// not go around a contract. So the controller reads each of these directly (a
-/// GET by name, never a list) and adds what it finds to `contracts` before
-/// [`decide`]. Once the status stops listing a contract that is gone, nothing is read.
-#[must_use]
-pub fn unseen_contracts(infra: &Infra, contracts: &[Arc<ComputeContract>]) -> Vec<String> {
-    let observed = by_name(contracts);
-    old_rows(infra)
-        .values()
-        .map(|r| r.compute_contract.as_str())
-        .filter(|name| !observed.contains_key(name))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The rows the status had for contracts that could not be read (and that no
-/// entry already accounts for): kept as they were, so the next reconcile
-/// reads them again instead of forgetting them.
-fn keep_unreadable_rows(
-    infra: &Infra,
-    unreadable: &BTreeSet<String>,
-    accounted: &BTreeSet<String>,
-    rows: &mut Vec<ContractStatus>,
-) {
-    let old = infra.status.iter().flat_map(|s| &s.contracts);
-    for row in old.filter(|r| {
-        unreadable.contains(&r.compute_contract) && !accounted.contains(&r.compute_contract)
-    }) {
-        if !rows.iter().any(|r| r.name == row.name) {
-            rows.push(row.clone());
-        }
-    }
 }
 
 /// Looks again soon while a contract's direct read failed.
@@ -440,98 +508,18 @@ fn deletion(existing: &ComputeContract, object_name: &str) -> Deletion {
     }
 }
 
-fn phase(contract: &ComputeContract) -> Option<ComputeContractPhase> {
-    contract.status.as_ref().and_then(|s| s.phase)
-}
-
-/// The status row of a contract being released, keyed by its entry name; a
-/// label that collides with a live entry falls back to the object name, so
-/// the list-map key stays unique.
-fn push_released_row(
-    rows: &mut Vec<ContractStatus>,
-    entry: String,
+/// Records a contract of a live entry released by hand: the problem, and an
+/// Event the first time the status says so.
+fn hand_released(
+    plan: &mut InfraPlan,
+    problems: &mut Problems,
+    old: Option<&&ContractStatus>,
     object_name: &str,
-    existing: &ComputeContract,
 ) {
-    let key = if rows.iter().any(|r| r.name == entry) {
-        object_name.to_owned()
-    } else {
-        entry
-    };
-    rows.push(row(
-        &key,
-        object_name,
-        ContractState::Released,
-        phase(existing),
-    ));
-}
-
-fn row(
-    entry: &str,
-    object_name: &str,
-    state: ContractState,
-    phase: Option<ComputeContractPhase>,
-) -> ContractStatus {
-    ContractStatus {
-        name: entry.to_owned(),
-        compute_contract: object_name.to_owned(),
-        state,
-        phase,
+    if old.is_none_or(|r| r.state != ContractState::ReleasedByHand) {
+        plan.events.push(InfraEvent::ReleasedByHand {
+            contract: object_name.to_owned(),
+        });
     }
-}
-
-/// The entry a contract belongs to: its contract label, else its name without `<infra>-`.
-fn entry_of(infra_name: &str, contract: &ComputeContract, object_name: &str) -> String {
-    contract
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(CONTRACT_LABEL))
-        .cloned()
-        .or_else(|| {
-            object_name
-                .strip_prefix(infra_name)
-                .and_then(|rest| rest.strip_prefix('-'))
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| object_name.to_owned())
-}
-
-fn by_name(contracts: &[Arc<ComputeContract>]) -> BTreeMap<&str, &ComputeContract> {
-    contracts
-        .iter()
-        .filter_map(|c| Some((c.metadata.name.as_deref()?, c.as_ref())))
-        .collect()
-}
-
-fn old_rows(infra: &Infra) -> BTreeMap<&str, &ContractStatus> {
-    infra
-        .status
-        .iter()
-        .flat_map(|s| &s.contracts)
-        .map(|r| (r.name.as_str(), r))
-        .collect()
-}
-
-/// The full new status, or `None` when it equals the observed one.
-fn changed_status(
-    infra: &Infra,
-    phase: InfraPhase,
-    rows: Vec<ContractStatus>,
-    ready_contracts: usize,
-    ready: api::Condition,
-) -> Option<InfraStatus> {
-    let old = infra.status.clone().unwrap_or_default();
-    let mut conditions = old.conditions.clone();
-    set_condition(&mut conditions, ready);
-    let new = InfraStatus {
-        phase: Some(phase),
-        contract_count: u32::try_from(rows.len()).unwrap_or(u32::MAX),
-        contracts: rows,
-        declaration_hash: infra_declaration_hash(&infra.spec).ok(),
-        ready_contracts: u32::try_from(ready_contracts).unwrap_or(u32::MAX),
-        observed_generation: infra.metadata.generation,
-        conditions,
-    };
-    (infra.status.as_ref() != Some(&new)).then_some(new)
+    problems.released_by_hand.push(object_name.to_owned());
 }

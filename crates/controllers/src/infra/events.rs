@@ -38,6 +38,12 @@ pub enum InfraEvent {
         /// Name of the ComputeContract.
         contract: String,
     },
+    /// A ComputeContract of a live entry was released by someone
+    /// other than the Infra controller; its entry is not rented again.
+    ReleasedByHand {
+        /// Name of the ComputeContract.
+        contract: String,
+    },
     /// A ComputeContract of a live entry went Failed.
     ContractFailed {
         /// Name of the ComputeContract.
@@ -61,6 +67,7 @@ impl InfraEvent {
             Self::ReleaseRequested { .. } => "ReleaseRequested",
             Self::ContractDeleted { .. } => "ContractDeleted",
             Self::ContractFailed { .. } => "ContractFailed",
+            Self::ReleasedByHand { .. } => "ContractReleasedByHand",
             Self::Deployed { .. } => "Deployed",
             Self::Finalized => "Finalized",
         }
@@ -73,7 +80,8 @@ impl InfraEvent {
             Self::ContractCreated { contract }
             | Self::ReleaseRequested { contract, .. }
             | Self::ContractDeleted { contract }
-            | Self::ContractFailed { contract } => Some(contract),
+            | Self::ContractFailed { contract }
+            | Self::ReleasedByHand { contract } => Some(contract),
             Self::Deployed { .. } | Self::Finalized => None,
         }
     }
@@ -111,6 +119,13 @@ impl InfraEvent {
                 "Observe",
                 format!(
                     "ComputeContract {contract} failed; `kubectl describe computecontract {contract}` says why"
+                ),
+            ),
+            Self::ReleasedByHand { contract } => (
+                EventType::Warning,
+                "Observe",
+                format!(
+                    "ComputeContract {contract} was released by hand (its spec.release set by someone other than the Infra controller) while its entry is live; the entry is not rented again"
                 ),
             ),
             Self::Deployed { contracts } => (

@@ -1,7 +1,8 @@
 //! The Infra controller: the ONLY writer of ComputeContract spec.
 //!
 //! Watches Infras and the ComputeContracts they own (both from the shared
-//! cache of the contract namespace). For each entry of an Infra's
+//! cache of the contract namespace), and reads NodeClaims (all namespaces;
+//! a claim that may let a held contract go wakes its Infra, see [`claims`]). For each entry of an Infra's
 //! `spec.contracts` it server-side applies the ComputeContract
 //! `<infra>-<entry>` (field manager `socialweb/infra`, forced); a contract that
 //! matches no entry is released and deleted once Released; on Infra deletion
@@ -20,17 +21,20 @@
 //! finalizer is removed only once every contract is gone from the cache.
 
 pub mod act;
+pub mod claims;
 pub mod conditions;
 pub mod decide;
 pub mod events;
 pub mod objects;
+pub mod problems;
+pub mod rows;
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
 use api::names::INFRA_RELEASE_FINALIZER;
-use api::{ComputeContract, Infra};
+use api::{ComputeContract, Infra, NodeClaim};
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
@@ -65,6 +69,7 @@ struct Reconciler {
     ctx: Arc<Context>,
     contracts: Store<ComputeContract>,
     indexes: Indexes,
+    claims: Store<NodeClaim>,
     ready: CacheReadiness,
 }
 
@@ -80,12 +85,16 @@ pub fn controller(
     let controller =
         Controller::for_shared_stream(caches.infras.subscribe(), caches.infras.store())
             .owns_shared_stream(caches.contracts.subscribe())
+            .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<NodeClaim>| {
+                claims::infra_to_wake(&claim)
+            })
             .with_config(Config::default().concurrency(ctx.concurrency))
             .graceful_shutdown_on(ctx.stop.signaled());
     let state = Arc::new(Reconciler {
         ctx,
         contracts: caches.contracts.store(),
         indexes: caches.indexes.clone(),
+        claims: caches.nodeclaims.store(),
         ready: caches.readiness(),
     });
     async move {
@@ -134,10 +143,16 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     let object = format!("Infra {namespace}/{}", infra.name_any());
     let mut contracts = owned_contracts(&state, &infra);
     let unreadable = read_unseen(ctx, &namespace, &infra, &mut contracts).await;
+    let seen = claims::observe(
+        &infra,
+        &decide::leaving_entries(&infra, &contracts),
+        &state.claims,
+    );
     let plan = decide::decide(&decide::Observed {
         infra: &infra,
         contracts: &contracts,
         unreadable: &unreadable,
+        claims: &seen,
         now: crate::time::now(ctx.clock.as_ref()),
     });
 

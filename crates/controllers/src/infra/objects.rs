@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use api::names::{CONTRACT_LABEL, CONTRACT_RELEASE_FINALIZER, INFRA_NAME_LABEL};
+use api::names::{
+    CONTRACT_LABEL, CONTRACT_RELEASE_FINALIZER, INFRA_NAME_LABEL, INFRA_RELEASED_ANNOTATION,
+};
 use api::{ComputeContract, ComputeContractSpec, Infra};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
@@ -70,8 +72,22 @@ pub(super) fn released_object(
         ..existing.spec.clone()
     };
     let mut released = contract_object(infra, object_name, entry, spec);
+    released.metadata.annotations = Some(BTreeMap::from([(
+        INFRA_RELEASED_ANNOTATION.to_owned(),
+        "true".to_owned(),
+    )]));
     keep_finalizer_as_is_when_deleting(existing, &mut released);
     released
+}
+
+/// Whether the Infra controller itself released `contract` (its own
+/// release carries [`INFRA_RELEASED_ANNOTATION`]).
+pub(super) fn released_by_infra(contract: &ComputeContract) -> bool {
+    contract
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(INFRA_RELEASED_ANNOTATION))
 }
 
 /// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
@@ -80,6 +96,17 @@ fn owner_reference(infra: &Infra) -> Option<OwnerReference> {
         block_owner_deletion: Some(true),
         ..o
     })
+}
+
+/// Keeps the resources and location `existing` was rented with in
+/// `desired`: a rented machine does not change (the ComputeContract CRD
+/// refuses it too). Returns whether the entry asked for another one.
+pub(super) fn keep_machine(existing: &ComputeContract, desired: &mut ComputeContract) -> bool {
+    let differs = desired.spec.resources != existing.spec.resources
+        || desired.spec.location != existing.spec.location;
+    desired.spec.resources = existing.spec.resources.clone();
+    desired.spec.location = existing.spec.location.clone();
+    differs
 }
 
 /// Whether `existing` already carries everything `desired` applies.

@@ -68,6 +68,9 @@ pub mod reason {
     pub const GUEST_LOST: &str = "GuestLost";
     /// Deployed False, final: the ComputeContract failed.
     pub const CONTRACT_FAILED: &str = "ContractFailed";
+    /// Deployed False, final: someone other than the Infra controller set the
+    /// ComputeContract's spec.release.
+    pub const CONTRACT_RELEASED_BY_HAND: &str = "ContractReleasedByHand";
 
     /// Joined True: the guest reported its node identity.
     pub const NODE_JOINED: &str = "NodeJoined";

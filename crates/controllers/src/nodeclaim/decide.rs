@@ -305,6 +305,8 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
                     loss: claim.spec.loss_grace_seconds,
                 };
                 let seen = graces::observe(&previous.conditions, contract, graces, generation, now);
+                let seen =
+                    graces::released_by_hand(seen, observed.infra, &entry, generation, &stamp);
                 set_condition(&mut status.conditions, seen.deployed);
                 set_condition(&mut status.conditions, seen.joined);
                 if seen.guest.is_some() {

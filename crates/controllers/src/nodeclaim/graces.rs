@@ -16,7 +16,7 @@
 
 use api::{
     ComputeContract, ComputeContractPhase, ComputeContractStatus, Condition, ConditionStatus,
-    Guest, find_condition,
+    ContractState, Guest, Infra, find_condition,
 };
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -325,6 +325,44 @@ pub fn after_failure(
         generation,
         now,
     ))
+}
+
+/// What a composed claim sees once the Infra controller marked its entry's
+/// contract ReleasedByHand (someone else set its spec.release or deleted
+/// it): the machine is gone for good and its entry is never rented again,
+/// so the claim fails at once instead of waiting out the loss grace for a
+/// guest that cannot come back.
+#[must_use]
+pub fn released_by_hand(
+    mut seen: Observation,
+    infra: Option<&Infra>,
+    entry: &str,
+    generation: Option<i64>,
+    now: &Time,
+) -> Observation {
+    let row = infra
+        .and_then(|i| i.status.as_ref())
+        .and_then(|s| s.contracts.iter().find(|r| r.name == entry))
+        .filter(|r| r.state == ContractState::ReleasedByHand);
+    let Some(row) = row else { return seen };
+    let message = format!(
+        "ComputeContract {} was released by hand (its spec.release set by someone other than the Infra controller); its machine is not rented again: delete and recreate the NodeClaim to rent another",
+        row.compute_contract
+    );
+    seen.deployed = condition(
+        DEPLOYED,
+        ConditionStatus::False,
+        reason::CONTRACT_RELEASED_BY_HAND,
+        message.clone(),
+        generation,
+        now,
+    );
+    seen.failure = Some(Failure {
+        reason: reason::CONTRACT_RELEASED_BY_HAND,
+        message,
+    });
+    seen.deadline = None;
+    seen
 }
 
 /// When the Deployed condition became True: kept from before, or now.

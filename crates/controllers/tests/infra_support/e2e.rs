@@ -5,17 +5,49 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractPhase as P};
-use kube::api::{Api, Patch, PatchParams};
+use api::{ComputeContract, ComputeContractPhase as P, InfraSpec, NodeClaim};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::NS;
+use super::{CLAIM_NS, CLUSTER, NS};
 
 pub const CONTRACTS: &str = "socialweb.computer/computecontracts";
 
 pub async fn install(client: &Client) {
     testkit::install_crds(client).await;
     testkit::create_namespaces(client, &[NS]).await;
+}
+
+/// [`super::spec_with`] whose node entries name NodeClaims that exist: one
+/// per entry in [`CLAIM_NS`] of Cluster [`CLUSTER`], created here (nothing
+/// composes them; a node entry is rented only for a claim that exists).
+pub async fn served_spec_with(client: &Client, entries: &[&str]) -> InfraSpec {
+    let claims: Api<NodeClaim> = Api::namespaced(client.clone(), CLAIM_NS);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(CLAIM_NS).await.unwrap().is_none() {
+        testkit::create_namespaces(client, &[CLAIM_NS]).await;
+    }
+    let mut spec = super::spec_with(entries);
+    for node in &mut spec.nodes {
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "socialweb.computer/v1alpha1",
+            "kind": "NodeClaim",
+            "metadata": {"name": node.contract, "namespace": CLAIM_NS},
+            "spec": {
+                "clusterName": CLUSTER,
+                "resources": {"cpus": 2, "memory": 4096, "disk": 40, "network": 100},
+                "location": {"country": "DE"},
+            },
+        }))
+        .unwrap();
+        let created = match claims.get_opt(&node.contract).await.unwrap() {
+            Some(existing) => existing,
+            None => claims.create(&PostParams::default(), &claim).await.unwrap(),
+        };
+        node.node_claim_ref.uid = created.uid().unwrap();
+    }
+    spec
 }
 
 /// A Requester that only walks status: Pending -> Deployed, and on release

@@ -12,12 +12,19 @@ use api::{
     Location, NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef,
 };
 use chrono::{DateTime, Utc};
+use controllers::infra::claims::ClaimsSeen;
 use controllers::infra::decide::{InfraPlan, Observed, decide, unseen_contracts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 pub const NS: &str = "socialweb-system";
-pub const INFRA: &str = "nodes-0123456789abcdef0123";
+/// The Infra of Cluster `tenant/c1` ([`CLAIM_NS`], [`CLUSTER`]): the claims
+/// its node entries name are its own.
+pub const INFRA: &str = "nodes-e6f9f44f99453784bad4";
+/// Where the claims the node entries name live.
+pub const CLAIM_NS: &str = "tenant";
+/// The Cluster of those claims.
+pub const CLUSTER: &str = "c1";
 
 pub fn t0() -> DateTime<Utc> {
     DateTime::from_timestamp(1_800_000_000, 0).unwrap()
@@ -52,7 +59,7 @@ pub fn node(name: &str) -> NodeEntry {
             taints: vec![],
         }),
         node_claim_ref: NodeClaimRef {
-            namespace: "tenant".to_owned(),
+            namespace: CLAIM_NS.to_owned(),
             name: name.to_owned(),
             uid: format!("uid-{name}"),
         },
@@ -76,6 +83,16 @@ pub fn spec_with(entries: &[&str]) -> InfraSpec {
         record: None,
         cluster_ref: None,
         nodes: entries.iter().map(|e| node(e)).collect(),
+    }
+}
+
+/// An Infra spec of plain entries (contract and secret, no node): a node
+/// entry is rented only for a NodeClaim that exists, and the Infra-only
+/// end-to-end tests run no NodeClaims.
+pub fn plain_spec_with(entries: &[&str]) -> InfraSpec {
+    InfraSpec {
+        nodes: Vec::new(),
+        ..spec_with(entries)
     }
 }
 
@@ -122,6 +139,8 @@ pub struct World {
     pub lagging: bool,
     /// Contracts whose direct read fails (the API server answers an error).
     pub failing_reads: std::collections::BTreeSet<String>,
+    /// What the NodeClaims say (default: every node's claim exists, none holds a contract).
+    pub claims: ClaimsSeen,
     uid: u64,
     rv: u64,
     pub step: i64,
@@ -137,6 +156,7 @@ impl World {
             hidden: std::collections::BTreeSet::new(),
             lagging: false,
             failing_reads: std::collections::BTreeSet::new(),
+            claims: ClaimsSeen::default(),
             uid: 0,
             rv: 0,
             step: 0,
@@ -177,6 +197,7 @@ impl World {
             infra: &self.infra,
             contracts: &view,
             unreadable: &unreadable,
+            claims: &self.claims,
             now: self.now(),
         })
     }
@@ -210,6 +231,13 @@ impl World {
             Some(existing) => {
                 existing.spec = object.spec.clone();
                 existing.metadata.labels = object.metadata.labels.clone();
+                if let Some(annotations) = &object.metadata.annotations {
+                    existing
+                        .metadata
+                        .annotations
+                        .get_or_insert_default()
+                        .extend(annotations.clone());
+                }
                 existing.metadata.owner_references = object.metadata.owner_references.clone();
                 existing.metadata.resource_version = Some(rv);
             }

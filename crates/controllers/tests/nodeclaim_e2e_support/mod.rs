@@ -59,6 +59,17 @@ pub struct Setup {
 impl Env {
     /// Starts the manager's three controllers over fresh shared caches.
     pub fn start_manager(&mut self) {
+        self.start_controllers(true);
+    }
+
+    /// Starts the Infra and Requester controllers only: nothing composes or
+    /// restores an Infra, so a test sees what the Infra controller alone
+    /// does with a hand edit.
+    pub fn start_without_nodeclaim_controller(&mut self) {
+        self.start_controllers(false);
+    }
+
+    fn start_controllers(&mut self, with_nodeclaim: bool) {
         let client = &self.manager_client;
         let clock = &self.clock;
         let markets = Arc::new(Markets::with_injected(
@@ -78,14 +89,14 @@ impl Env {
         claim_ctx.metrics = self.metrics.clone();
         let claim_ctx = Arc::new(claim_ctx);
         let infra_run = infra::controller(infra_ctx, &caches);
-        let claim_run = nodeclaim::controller(claim_ctx, &caches);
+        let claim_run = with_nodeclaim.then(|| nodeclaim::controller(claim_ctx, &caches));
         let requester_run = requester::controller(Arc::new(requester_ctx), &caches);
         self.tasks.extend([
             tokio::spawn(caches.run()),
             tokio::spawn(infra_run),
-            tokio::spawn(claim_run),
             tokio::spawn(requester_run),
         ]);
+        self.tasks.extend(claim_run.map(tokio::spawn));
     }
 
     /// Kills the manager at whatever instant it is at.
