@@ -47,17 +47,27 @@ async fn ready_reason(env: &Env) -> Option<String> {
     Some(find_condition(&status.conditions, READY)?.reason.clone())
 }
 
-/// Replaces the Infra with `edit` applied, as `kubectl edit` would.
-async fn edit_infra(env: &Env, edit: impl FnOnce(&mut Infra)) {
+/// Replaces the Infra with `edit` applied, as `kubectl edit` would. The
+/// controllers write the Infra's status meanwhile (a manager just started
+/// does at once), so a replace can meet a 409: the edit is made again on
+/// the object as it is now, as a person would after kubectl says so.
+async fn edit_infra(env: &Env, edit: impl Fn(&mut Infra)) {
     let api = infras(env);
     let name = infra_name(NS, "c1");
-    let mut infra = api.get(&name).await.unwrap();
-    edit(&mut infra);
     let params = PostParams {
         field_manager: Some(BY_HAND.to_owned()),
         ..PostParams::default()
     };
-    api.replace(&name, &params, &infra).await.unwrap();
+    for _ in 0..20 {
+        let mut infra = api.get(&name).await.unwrap();
+        edit(&mut infra);
+        match api.replace(&name, &params, &infra).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(other) => panic!("edit Infra {name}: {other}"),
+        }
+    }
+    panic!("edit Infra {name}: a conflict 20 times in a row");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
