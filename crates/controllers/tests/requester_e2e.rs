@@ -236,6 +236,29 @@ async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
     controller.abort();
 }
 
+/// The count of a burst is written late (at most once per 2 s while only the
+/// count moves), never lost: the last contract of the burst is counted.
+#[tokio::test]
+async fn a_burst_of_contracts_ends_counted_in_the_requester_status() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    for n in 0..6 {
+        env.create_contract(&format!("c{n}"), 3600).await;
+    }
+    env.wait_until(
+        "six contracts counted",
+        Duration::from_secs(10),
+        async || {
+            let r = env.requesters().get("root").await.unwrap();
+            r.status.is_some_and(|s| s.contracts == 6)
+        },
+    )
+    .await;
+    controller.abort();
+}
+
 #[tokio::test]
 async fn the_oldest_requester_runs_the_namespace_and_a_newer_one_says_so() {
     let env = Env::start().await;

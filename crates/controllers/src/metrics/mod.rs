@@ -257,11 +257,20 @@ impl Metrics {
         &self,
         phases: impl IntoIterator<Item = Option<ComputeContractPhase>>,
     ) {
+        self.set_contract_phase_counts(phases.into_iter().map(|phase| (phase, 1)));
+    }
+
+    /// Sets the ComputeContract gauge from counts by phase (a cache index's);
+    /// phases absent are set to 0.
+    pub fn set_contract_phase_counts(
+        &self,
+        counts_by_phase: impl IntoIterator<Item = (Option<ComputeContractPhase>, usize)>,
+    ) {
         let mut counts = [0_i64; PHASES.len()];
-        for phase in phases {
+        for (phase, count) in counts_by_phase {
             let label = phase_label(phase);
             if let Some(index) = PHASES.iter().position(|known| *known == label) {
-                counts[index] += 1;
+                counts[index] += i64::try_from(count).unwrap_or(i64::MAX);
             }
         }
         for (phase, count) in PHASES.iter().zip(counts) {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractPhase as Phase, Receipt, names};
+use api::{ComputeContract, Receipt, names};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
@@ -44,6 +44,8 @@ pub(super) async fn reconcile_contract(
     let ctx = &rt.ctx;
     let _timer = ctx.metrics.reconcile_started(super::CONTRACT_METRICS_LABEL);
     let namespace = contract.namespace().unwrap_or_default();
+    ctx.metrics
+        .set_contract_phase_counts(rt.indexes.contract_phases(&namespace));
     // A contract already being deleted waits for its release, not for its TTL
     // (deleting it again would change nothing, and wake nothing).
     let verdict = if contract.metadata.deletion_timestamp.is_some() {
@@ -161,20 +163,12 @@ async fn market_view(
         Err(error) => return unusable(&error),
     };
     let max_in_flight = usize::try_from(requester.spec.max_in_flight).unwrap_or(usize::MAX);
-    let in_flight = rt
-        .contracts
-        .state()
-        .iter()
-        .filter(|c| {
-            c.namespace().as_deref() == Some(namespace) && c.name_any() != contract.name_any()
-        })
-        .filter(|c| {
-            matches!(
-                c.status.as_ref().and_then(|s| s.phase),
-                Some(Phase::Bidding | Phase::Accepted)
-            )
-        })
-        .count();
+    // From the index: counting by a scan of every contract, for every
+    // contract's reconcile, made a scale-up cost n^2.
+    let in_flight = rt.indexes.contracts_in_flight_besides(
+        namespace,
+        &kube::runtime::reflector::ObjectRef::from_obj(contract),
+    );
     let view = MarketView::Ready {
         requester: name,
         bid_window: Duration::from_secs(u64::from(requester.spec.bid_window_seconds)),

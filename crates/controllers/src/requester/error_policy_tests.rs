@@ -26,6 +26,8 @@ fn runtime(registry: &mut Registry) -> Arc<Runtime> {
         contracts: caches.contracts.store(),
         requesters: caches.requesters.store(),
         infras: caches.infras.store(),
+        indexes: caches.indexes.clone(),
+        count_pace: super::count_pace::CountPace::default(),
         ready: caches.readiness(),
     })
 }

@@ -26,6 +26,7 @@ pub mod markets;
 pub mod ttl;
 
 mod act;
+mod count_pace;
 mod events;
 mod ignored;
 mod lifecycle;
@@ -54,6 +55,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
+use crate::cache::Indexes;
 use crate::metrics::Metrics;
 use crate::{CacheReadiness, Clock, SharedCaches, StopSignal};
 
@@ -137,6 +139,9 @@ pub(crate) struct Runtime {
     contracts: Store<ComputeContract>,
     requesters: Store<Requester>,
     infras: Store<Infra>,
+    indexes: Indexes,
+    /// When each Requester's status was last written.
+    count_pace: count_pace::CountPace,
     ready: CacheReadiness,
 }
 
@@ -196,6 +201,8 @@ pub fn controller(
         contracts: caches.contracts.store(),
         requesters: caches.requesters.store(),
         infras: caches.infras.store(),
+        indexes: caches.indexes.clone(),
+        count_pace: count_pace::CountPace::default(),
         ready: caches.readiness(),
     });
     let config = Config::default().concurrency(ctx.concurrency);
@@ -217,8 +224,10 @@ pub fn controller(
     let by_infra = caches.requesters.store();
     let requesters =
         Controller::for_shared_stream(caches.requesters.subscribe(), caches.requesters.store())
+            // Only when a contract comes or goes (its count) or its deletion or
+            // finalizers change (the root delete order), not on every status step.
             .watches_shared_stream(
-                caches.contracts.subscribe(),
+                caches.contracts.subscribe_spec_changes(),
                 move |contract: Arc<ComputeContract>| {
                     requesters_of(&by_contract, contract.namespace())
                 },

@@ -62,11 +62,6 @@ pub(super) async fn reconcile_requester(
     rt.wait_until_ready().await;
     let _timer = rt.ctx.metrics.reconcile_started(super::ROOT_METRICS_LABEL);
     let namespace = requester.namespace().unwrap_or_default();
-    rt.ctx.metrics.set_contract_phases(
-        contracts_in(&rt, &namespace)
-            .iter()
-            .map(|c| c.status.as_ref().and_then(|s| s.phase)),
-    );
     let client = &rt.ctx.client;
     let seen = Seen::of(requester.as_ref());
     let has_finalizer = seen.has_finalizer(names::REQUESTER_FINALIZER);
@@ -87,6 +82,20 @@ pub(super) async fn reconcile_requester(
         .conditions
         .iter()
         .any(|c| c.type_ == cond::READY && c.status == S::True);
+    let written = requester.status.clone().unwrap_or_default();
+    if written != status {
+        let only_count = RequesterStatus {
+            contracts: written.contracts,
+            ..status.clone()
+        } == written;
+        let uid = requester.uid().unwrap_or_default();
+        if let Some(wait) = rt
+            .count_pace
+            .wait_before_writing(&uid, only_count, rt.ctx.clock.now())
+        {
+            return Ok(Action::requeue(wait));
+        }
+    }
     write_status_if_changed(client, &requester, status).await?;
     if requester.spec.market.atproto.is_some() {
         // A market outside the cluster changes without an event here: a
@@ -113,7 +122,13 @@ async fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> Re
     let now = crate::time::now(rt.ctx.clock.as_ref());
     let mut status = requester.status.clone().unwrap_or_default();
     status.observed_generation = requester.metadata.generation;
-    status.contracts = u32::try_from(contracts_in(rt, namespace).len()).unwrap_or(u32::MAX);
+    let contracts: usize = rt
+        .indexes
+        .contract_phases(namespace)
+        .iter()
+        .map(|(_, count)| count)
+        .sum();
+    status.contracts = u32::try_from(contracts).unwrap_or(u32::MAX);
     status.market = requester.spec.market.kind();
     let runner = {
         let requesters = rt.requesters.state();
@@ -245,6 +260,7 @@ async fn cleanup(requester: &Requester, rt: &Runtime, namespace: &str) -> Result
     write::remove_finalizer::<Requester>(client, MANAGER, &seen, names::REQUESTER_FINALIZER)
         .await?;
     rt.ctx.markets.forget(namespace, &requester.name_any());
+    rt.count_pace.forget(&requester.uid().unwrap_or_default());
     Ok(Action::await_change())
 }
 
