@@ -118,7 +118,23 @@ async fn wait_returns_when_the_condition_the_field_or_the_deletion_comes() {
         "--for=delete",
         "--timeout=20s",
     ]);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Every kubectl must be watching before the changes come: on a loaded machine one
+    // may start late, and a wait for the deletion of an object already gone succeeds
+    // without a word.
+    for name in ["staging-worker-1", "staging-worker-2", "staging-big-1"] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !server
+            .requests()
+            .iter()
+            .any(|r| r.verb == "watch" && r.uri.contains(name))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kubectl wait never watched {name}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     assert!(!ready.is_finished() && !joined.is_finished() && !gone.is_finished());
 
     let condition = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
