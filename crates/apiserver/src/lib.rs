@@ -15,6 +15,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod debug;
 pub mod faults;
 pub mod fields;
 pub mod handlers;
@@ -66,6 +67,10 @@ pub struct Options {
     /// How long an Event lives after its last write (zero: for ever); kube-apiserver's
     /// `--event-ttl`, one hour by default.
     pub event_ttl: Duration,
+    /// The resources (storage keys, `<group>/<plural>`) whose writes the history keeps;
+    /// empty: all. With a data directory, this history is also kept on disk and
+    /// survives a restart ([`store::history_log`]); the debug endpoints serve it.
+    pub history_resources: Vec<String>,
 }
 
 impl Default for Options {
@@ -80,6 +85,7 @@ impl Default for Options {
             request_log_writes_only: false,
             history_cap: 0,
             event_ttl: Duration::from_secs(3600),
+            history_resources: Vec::new(),
         }
     }
 }
@@ -122,6 +128,23 @@ impl App {
             };
         store.set_history_cap(options.history_cap);
         store.set_event_ttl(options.event_ttl);
+        if !options.history_resources.is_empty() {
+            store.set_history_resources(Some(
+                options
+                    .history_resources
+                    .iter()
+                    .map(|r| Arc::from(r.as_str()))
+                    .collect(),
+            ));
+            if let Some(dir) = data_dir {
+                store
+                    .keep_history_in(dir)
+                    .map_err(|source| ServerError::DataDir {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
+            }
+        }
         let app = Arc::new(Self {
             store,
             registry: RwLock::new(Registry::with_builtins()),

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use crate::auth::{self, AllowedHosts, BearerToken, Gate, TokenError};
 use crate::faults::FaultConfig;
 use crate::tls::{TlsError, TlsIdentity};
-use crate::{App, Options, handlers, private_fs, semantics};
+use crate::{App, Options, debug, handlers, private_fs, semantics};
 
 /// How long a client may take to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,6 +77,7 @@ pub struct ApiServerBuilder {
     token: Option<BearerToken>,
     token_file: Option<PathBuf>,
     allowed_hosts: Vec<String>,
+    debug_endpoints: bool,
 }
 
 impl Default for ApiServerBuilder {
@@ -92,6 +93,7 @@ impl Default for ApiServerBuilder {
             token: None,
             token_file: None,
             allowed_hosts: Vec::new(),
+            debug_endpoints: false,
         }
     }
 }
@@ -171,6 +173,15 @@ impl ApiServerBuilder {
         self
     }
 
+    /// Serves the debug endpoints under `/debug/` ([`crate::debug`]: fault injection,
+    /// forced compaction, the write history). Off by default: they make the server fail
+    /// on purpose.
+    #[must_use]
+    pub fn debug_endpoints(mut self, on: bool) -> Self {
+        self.debug_endpoints = on;
+        self
+    }
+
     fn resolve_token(&self) -> Result<BearerToken, TokenError> {
         if let Some(token) = &self.token {
             return Ok(token.clone());
@@ -213,7 +224,12 @@ impl ApiServerBuilder {
             token: token.clone(),
             hosts: AllowedHosts::new(&hosts),
         });
-        let router = axum::Router::new()
+        let mut router = axum::Router::new();
+        if self.debug_endpoints {
+            tracing::warn!("debug endpoints on: /debug/ can inject faults");
+            router = router.nest("/debug", debug::router());
+        }
+        let router = router
             .fallback(handlers::handle)
             .with_state(app.clone())
             .layer(from_fn_with_state(gate, auth::guard))

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::audit::{Counters, RequestRecord};
 use crate::faults::FaultConfig;
+use crate::store::history_log::HistoryRecord;
 use crate::store::{Change, ChangeType};
 use crate::{ApiServer, ApiServerBuilder, App, Options, ServerError};
 
@@ -34,6 +35,21 @@ pub struct HistoryEntry {
 }
 
 impl HistoryEntry {
+    /// The entry of a record of the debug history (`GET /debug/history` of a server
+    /// in another process), or None when the record is not one a write can have.
+    #[must_use]
+    pub fn from_record(record: &HistoryRecord) -> Option<Self> {
+        let change = Arc::new(record.to_change()?);
+        Some(Self {
+            change: change.change,
+            resource: record.resource.clone(),
+            namespace: change.object.namespace().to_owned(),
+            name: change.object.name().to_owned(),
+            resource_version: change.rv,
+            change_ref: change,
+        })
+    }
+
     /// The object after the write.
     #[must_use]
     pub fn object(&self) -> Value {

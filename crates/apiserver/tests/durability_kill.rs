@@ -7,9 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,78 +15,29 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use parking_lot::Mutex;
 use serde_json::json;
+use testkit::apiserver_process::ApiServerProcess;
 
 const WRITERS: usize = 4;
 const PER_WRITER: usize = 75;
 /// Kill once this many creates are acknowledged: the middle of the burst.
 const KILL_AFTER_ACKS: usize = WRITERS * PER_WRITER / 2;
 
-/// The child process, killed on drop so a failing test leaves no server behind.
-struct ServerProcess {
-    child: Child,
-    kubeconfig: PathBuf,
+/// A client built from the kubeconfig the server wrote, as a user's would be.
+async fn client_of(server: &ApiServerProcess) -> kube::Client {
+    let mut config = server.config().await;
+    config.read_timeout = Some(Duration::from_secs(10));
+    kube::Client::try_from(config).unwrap()
 }
 
-impl ServerProcess {
-    fn start(data_dir: &Path, kubeconfig: PathBuf) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver"))
-            .args(["--port", "0", "--data-dir"])
-            .arg(data_dir)
-            .arg("--kubeconfig-out")
-            .arg(&kubeconfig)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn apiserver");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read the url");
-        assert!(
-            line.starts_with("https://"),
-            "unexpected first line {line:?}"
-        );
-        Self { child, kubeconfig }
-    }
-
-    /// A client built from the kubeconfig the server wrote, as a user's would be.
-    async fn client(&self) -> kube::Client {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
-        let mut config = kube::Config::from_custom_kubeconfig(
-            kubeconfig,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .unwrap();
-        config.read_timeout = Some(Duration::from_secs(10));
-        kube::Client::try_from(config).unwrap()
-    }
-
-    /// The kubeconfig's credentials: the CA and the token.
-    fn credentials(&self) -> (Option<String>, Option<String>) {
-        let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
-        let kubeconfig: serde_json::Value = serde_yaml::from_str(&text).unwrap();
-        let field = |value: &serde_json::Value| value.as_str().map(str::to_owned);
-        (
-            field(&kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]),
-            field(&kubeconfig["users"][0]["user"]["token"]),
-        )
-    }
-
-    fn kill(&mut self) {
-        // SIGKILL on Unix: no chance to flush anything not already fsynced.
-        self.child.kill().expect("kill");
-        self.child.wait().expect("reap");
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The kubeconfig's credentials: the CA and the token.
+fn credentials(server: &ApiServerProcess) -> (Option<String>, Option<String>) {
+    let text = std::fs::read_to_string(server.kubeconfig()).unwrap();
+    let kubeconfig: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let field = |value: &serde_json::Value| value.as_str().map(str::to_owned);
+    (
+        field(&kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]),
+        field(&kubeconfig["users"][0]["user"]["token"]),
+    )
 }
 
 fn rv_number(cm: &ConfigMap) -> u64 {
@@ -105,8 +54,13 @@ async fn acknowledged_creates_survive_sigkill_and_versions_continue_upward() {
     let started = Instant::now();
     let data_dir = tempfile::tempdir().unwrap();
     let kubeconfigs = tempfile::tempdir().unwrap();
-    let mut server = ServerProcess::start(data_dir.path(), kubeconfigs.path().join("first"));
-    let client = server.client().await;
+    let mut server = ApiServerProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_apiserver")),
+        data_dir.path(),
+        &kubeconfigs.path().join("kubeconfig"),
+        &[],
+    );
+    let client = client_of(&server).await;
 
     // name -> resourceVersion of every create the server acknowledged.
     let acked: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
@@ -151,15 +105,16 @@ async fn acknowledged_creates_survive_sigkill_and_versions_continue_upward() {
         acked.len()
     );
 
-    let before = server.credentials();
-    let server = ServerProcess::start(data_dir.path(), kubeconfigs.path().join("second"));
+    let before = credentials(&server);
+    std::fs::remove_file(server.kubeconfig()).unwrap();
+    server.restart();
     assert_eq!(
-        server.credentials(),
+        credentials(&server),
         before,
         "a restart changed the CA or the token"
     );
     assert!(before.0.is_some() && before.1.is_some());
-    let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
+    let api: Api<ConfigMap> = Api::default_namespaced(client_of(&server).await);
     let recovered: HashMap<String, u64> = api
         .list(&ListParams::default())
         .await

@@ -48,6 +48,10 @@ pub struct DevArgs {
     /// Where to write the kubeconfig (default: `<data-dir>/kubeconfig`, or a temporary directory).
     #[arg(long)]
     pub kubeconfig_out: Option<PathBuf>,
+    /// Serve the API server's debug endpoints under /debug/ (fault injection, forced
+    /// compaction), to try the controllers under failures; they need the token.
+    #[arg(long)]
+    pub debug_endpoints: bool,
     /// The controllers' namespaces and concurrency.
     #[command(flatten)]
     pub controllers: ControllerOptions,
@@ -97,7 +101,9 @@ pub struct DevEnvironment {
 /// When the server cannot bind, the data directory cannot be used, or the CRDs
 /// do not become Established.
 pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnvironment> {
-    let mut builder = ApiServer::builder().port(args.port);
+    let mut builder = ApiServer::builder()
+        .port(args.port)
+        .debug_endpoints(args.debug_endpoints);
     if let Some(dir) = &args.data_dir {
         // 0700: it holds the kubeconfig (the token), the CA key and every Secret.
         apiserver::private_fs::create_dir(dir)

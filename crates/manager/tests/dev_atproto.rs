@@ -20,6 +20,7 @@ async fn a_dev_environment_on_the_fake_atproto_market_joins_a_claim() {
             port: 0,
             data_dir: None,
             kubeconfig_out: None,
+            debug_endpoints: false,
             controllers: ControllerOptions::default(),
             shutdown: ShutdownArgs {
                 shutdown_deadline: Duration::from_secs(5),

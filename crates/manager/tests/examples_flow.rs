@@ -65,6 +65,7 @@ async fn the_documented_example_flow_reaches_joined_in_dev() {
             port: 0,
             data_dir: None,
             kubeconfig_out: Some(kubeconfig.clone()),
+            debug_endpoints: false,
             controllers: ControllerOptions::default(),
             shutdown: ShutdownArgs {
                 shutdown_deadline: Duration::from_secs(5),

@@ -7,12 +7,16 @@
 //!   across simulated manager restarts;
 //! - [`eventually`]: polling with a deadline, the only way these tests wait,
 //!   and [`wait_gone`] on top of it;
-//! - [`http_get`]: a raw HTTP/1.1 GET, as probes and Prometheus see a port.
+//! - [`http_get`]: a raw HTTP/1.1 GET, as probes and Prometheus see a port;
+//! - [`apiserver_process`]: the standalone `apiserver` binary as a child process
+//!   that a test kills and restarts, and a client of its debug endpoints.
 //!
 //! It panics on failure, as test code does: a setup that cannot be made is a
 //! failed test, said with what could not be done.
 // Test code: a setup that fails is a failed test, so it panics with what failed.
 #![allow(clippy::missing_panics_doc, clippy::expect_used)]
+
+pub mod apiserver_process;
 
 use std::future::Future;
 use std::sync::Arc;

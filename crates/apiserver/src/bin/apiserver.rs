@@ -38,6 +38,29 @@ struct Args {
     /// such as @kubernetes/client-node, refuse plain HTTP).
     #[arg(long)]
     plain_http: bool,
+    /// Serve the debug endpoints under /debug/: fault injection, forced compaction and
+    /// the write history, for chaos tests. They need the token and a loopback client.
+    #[arg(long)]
+    debug_endpoints: bool,
+    /// Keep the history of the writes of this resource (`<plural>.<group>`, or
+    /// `<plural>` for a core one; repeatable) for GET /debug/history; with --data-dir it
+    /// survives restarts.
+    #[arg(
+        long = "debug-history",
+        value_name = "RESOURCE",
+        requires = "debug_endpoints"
+    )]
+    debug_history: Vec<String>,
+}
+
+/// Writes the debug history keeps at most (each keeps its object version in memory).
+const DEBUG_HISTORY_CAP: usize = 1_000_000;
+
+/// `computecontracts.socialweb.computer` -> `socialweb.computer/computecontracts`,
+/// `secrets` -> `/secrets`: the store's name of a resource.
+fn storage_key(resource: &str) -> String {
+    let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+    format!("{group}/{plural}")
 }
 
 #[tokio::main]
@@ -54,7 +77,15 @@ async fn main() -> anyhow::Result<()> {
         .port(args.port)
         .bind_address(args.bind_address)
         .allow_non_loopback(args.allow_non_loopback)
-        .plain_http(args.plain_http);
+        .plain_http(args.plain_http)
+        .debug_endpoints(args.debug_endpoints);
+    if !args.debug_history.is_empty() {
+        builder = builder.options(apiserver::Options {
+            history_resources: args.debug_history.iter().map(|r| storage_key(r)).collect(),
+            history_cap: DEBUG_HISTORY_CAP,
+            ..apiserver::Options::default()
+        });
+    }
     for host in &args.allowed_hosts {
         builder = builder.allow_host(host);
     }

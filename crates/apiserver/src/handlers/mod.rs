@@ -218,6 +218,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             body,
             user_agent: user_agent.clone(),
         };
+        let mut answer_applied_with_error = false;
         if let Route::Resource(_) = &route {
             let faults = app.faults.get();
             if !faults.latency.is_zero() {
@@ -227,15 +228,25 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             if let Some(error) = app.faults.pick_error(is_write) {
                 return Err(error);
             }
+            answer_applied_with_error = app.faults.pick_applied_error(is_write);
         }
         // A bug must answer a Status, not reset the connection.
-        futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(dispatch(&app, route, req)))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ApiError::internal(
-                    "the server panicked while handling the request",
-                ))
-            })
+        let answer = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(dispatch(
+            &app, route, req,
+        )))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::internal(
+                "the server panicked while handling the request",
+            ))
+        });
+        match answer {
+            // Writes answer once durable: the write stays, only its answer is lost.
+            Ok(response) if answer_applied_with_error && response.status().is_success() => {
+                Err(crate::faults::applied_error())
+            }
+            answer => answer,
+        }
     }
     .await;
     let response = result.unwrap_or_else(IntoResponse::into_response);

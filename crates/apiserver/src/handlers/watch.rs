@@ -204,6 +204,8 @@ struct Stream {
     /// When the last chunk went out and how many lines it had.
     last_chunk: Option<(Instant, u32)>,
     shutdown: tokio_util::sync::CancellationToken,
+    /// Where a watch a drop fault closes is counted.
+    app: Arc<App>,
     /// The live feed ended (lagged, closed): send what is ready, then stop.
     ending: bool,
 }
@@ -247,6 +249,7 @@ impl Stream {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
             if self.drop_after_events.is_some_and(|n| self.sent >= n) {
+                self.app.faults.count_dropped_watch();
                 return None;
             }
             if !self.ready.is_empty() || !self.live_lines.is_empty() {
@@ -268,7 +271,10 @@ impl Stream {
             }
             tokio::select! {
                 () = tokio::time::sleep_until(self.deadline) => return None,
-                () = async { match self.drop_at { Some(t) => tokio::time::sleep_until(t).await, None => futures::future::pending().await } } => return None,
+                () = async { match self.drop_at { Some(t) => tokio::time::sleep_until(t).await, None => futures::future::pending().await } } => {
+                    self.app.faults.count_dropped_watch();
+                    return None;
+                }
                 () = self.shutdown.cancelled() => return None,
                 _ = self.ticker.tick() => {
                     if self.bookmarks {
@@ -397,6 +403,7 @@ pub fn serve(
         bookmarks,
         ticker: tokio::time::interval_at(started + bookmark_every, bookmark_every),
         shutdown: app.shutdown.clone(),
+        app: Arc::clone(app),
         last_chunk: None,
         ending: false,
     };

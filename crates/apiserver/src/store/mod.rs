@@ -7,6 +7,7 @@
 //! the Events' expiry queue (the Event TTL, as kube-apiserver's `--event-ttl`).
 
 pub mod gc_index;
+pub mod history_log;
 pub mod lines;
 pub mod object;
 pub mod wal;
@@ -145,6 +146,10 @@ struct State {
     snapshots: VecDeque<(StorageKey, u64, Table)>,
     history: Vec<Arc<Change>>,
     history_cap: usize,
+    /// The resources the history keeps (None: all).
+    history_resources: Option<Vec<StorageKey>>,
+    /// Where the history is also written, with a data directory ([`history_log`]).
+    history_log: Option<history_log::HistoryLog>,
     writes_since_snapshot: u64,
     gc: gc_index::GcIndex,
     /// How long an Event lives after its last write (None: for ever).
@@ -213,6 +218,8 @@ impl Store {
                 snapshots: VecDeque::new(),
                 history: Vec::new(),
                 history_cap: 0,
+                history_resources: None,
+                history_log: None,
                 writes_since_snapshot: 0,
                 gc,
                 event_ttl: None,
@@ -417,6 +424,24 @@ impl Store {
         self.state.lock().history_cap = cap;
     }
 
+    /// Keeps only the writes of these resources in the history (None: every write).
+    pub fn set_history_resources(&self, resources: Option<Vec<StorageKey>>) {
+        self.state.lock().history_resources = resources;
+    }
+
+    /// Also writes the history into `dir` (the data directory), after taking back what
+    /// is there from before a restart (see [`history_log`]).
+    ///
+    /// # Errors
+    /// I/O errors reading or writing the history file.
+    pub fn keep_history_in(&self, dir: &Path) -> std::io::Result<()> {
+        let mut state = self.state.lock();
+        let (recovered, log) = history_log::open(dir, state.rv)?;
+        state.history = recovered.into_iter().map(Arc::new).collect();
+        state.history_log = Some(log);
+        Ok(())
+    }
+
     /// Every write so far (bounded), oldest first.
     #[must_use]
     pub fn history(&self) -> Vec<Arc<Change>> {
@@ -496,8 +521,17 @@ impl Store {
                 state.oldest_resumable = old.rv;
             }
         }
-        if state.history.len() < state.history_cap {
-            state.history.push(Arc::new(change.clone()));
+        let kept = state
+            .history_resources
+            .as_ref()
+            .is_none_or(|resources| resources.contains(storage));
+        if kept && state.history.len() < state.history_cap {
+            let entry = Arc::new(change.clone());
+            // Before the WAL record is queued: see `history_log`.
+            if let Some(log) = &mut state.history_log {
+                log.append(&entry);
+            }
+            state.history.push(entry);
         }
         let _ = self.tx.send(change.clone());
         let durable = match &self.wal {
