@@ -113,8 +113,10 @@ async fn publish_events(
     all_written: bool,
 ) {
     let reference = infra.object_ref(&());
-    for event in &plan.events {
-        let happened = match event {
+    let happened: Vec<&InfraEvent> = plan
+        .events
+        .iter()
+        .filter(|event| match event {
             InfraEvent::ContractCreated { contract }
             | InfraEvent::ReleaseRequested { contract, .. } => written.applied.contains(contract),
             InfraEvent::ContractDeleted { contract } => written.deleted.contains(contract),
@@ -122,17 +124,12 @@ async fn publish_events(
             | InfraEvent::ReleasedByHand { .. }
             | InfraEvent::Deployed { .. }
             | InfraEvent::Finalized => all_written,
-        };
-        if !happened {
-            continue;
-        }
-        if let Err(error) = ctx
-            .recorder
-            .publish(&event.to_event(namespace), &reference)
-            .await
-        {
+        })
+        .collect();
+    for event in super::events::aggregated(&happened, namespace) {
+        if let Err(error) = ctx.recorder.publish(&event, &reference).await {
             // An Event is a courtesy to a person; losing one must not stop the reconcile.
-            tracing::warn!(reason = event.reason(), %error, "could not publish Event");
+            tracing::warn!(reason = %event.reason, %error, "could not publish Event");
         }
     }
 }

@@ -154,3 +154,127 @@ impl InfraEvent {
         }
     }
 }
+
+/// How many contract names an aggregated Event lists (an Event's note is
+/// capped at 1 KiB by the API server).
+const NAMES_LISTED: usize = 10;
+
+/// The Events to publish for the transitions one pass made: the routine steps
+/// of many contracts (created, release requested, deleted) are aggregated into
+/// one Event per reason naming them, since a scale-up or a deleted Infra makes
+/// one per contract; warnings and the Infra's own milestones stay one each.
+#[must_use]
+pub fn aggregated(happened: &[&InfraEvent], namespace: &str) -> Vec<Event> {
+    let routine = |event: &InfraEvent| {
+        matches!(
+            event,
+            InfraEvent::ContractCreated { .. }
+                | InfraEvent::ReleaseRequested { .. }
+                | InfraEvent::ContractDeleted { .. }
+        )
+    };
+    let mut events = Vec::new();
+    for reason in ["ContractCreated", "ReleaseRequested", "ContractDeleted"] {
+        let same: Vec<&InfraEvent> = happened
+            .iter()
+            .copied()
+            .filter(|e| routine(e) && e.reason() == reason)
+            .collect();
+        match same.as_slice() {
+            [] => {}
+            [one] => events.push(one.to_event(namespace)),
+            many => events.push(summary(reason, many, namespace)),
+        }
+    }
+    events.extend(
+        happened
+            .iter()
+            .filter(|e| !routine(e))
+            .map(|e| e.to_event(namespace)),
+    );
+    events
+}
+
+/// One Event for `events` (all of `reason`), naming their contracts. Its
+/// `related` object is the first of them: the Recorder folds Events of the
+/// same reason and `related` into one series (the note of the first), so a
+/// later pass over other contracts must not look like a repeat.
+fn summary(reason: &str, events: &[&InfraEvent], namespace: &str) -> Event {
+    let names: Vec<&str> = events.iter().filter_map(|e| e.contract()).collect();
+    let mut listed = names
+        .iter()
+        .take(NAMES_LISTED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > NAMES_LISTED {
+        listed.push_str(&format!(" and {} more", names.len() - NAMES_LISTED));
+    }
+    let n = names.len();
+    let (action, note) = match reason {
+        "ContractCreated" => ("Apply", format!("created {n} ComputeContracts: {listed}")),
+        "ReleaseRequested" => (
+            "Release",
+            format!("released {n} ComputeContracts (each is deleted once Released): {listed}"),
+        ),
+        _ => (
+            "Delete",
+            format!("deleted {n} ComputeContracts, all Released: {listed}"),
+        ),
+    };
+    Event {
+        type_: EventType::Normal,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: events
+            .first()
+            .and_then(|first| first.to_event(namespace).secondary),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn created(name: &str) -> InfraEvent {
+        InfraEvent::ContractCreated {
+            contract: name.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_pass_over_many_contracts_is_one_event_per_reason() {
+        let names: Vec<String> = (0..12).map(|n| format!("cc-{n}")).collect();
+        let mut happened: Vec<InfraEvent> = names.iter().map(|n| created(n)).collect();
+        happened.push(InfraEvent::ContractFailed {
+            contract: "cc-0".to_owned(),
+        });
+        happened.push(InfraEvent::ContractDeleted {
+            contract: "old".to_owned(),
+        });
+        let refs: Vec<&InfraEvent> = happened.iter().collect();
+        let events = aggregated(&refs, "ns");
+        let reasons: Vec<(&str, bool)> = events
+            .iter()
+            .map(|e| (e.reason.as_str(), e.secondary.is_some()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("ContractCreated", true),
+                ("ContractDeleted", true),
+                ("ContractFailed", true)
+            ],
+            "one Event for the twelve creations; a Warning stays its own"
+        );
+        let first = events[0].secondary.as_ref().and_then(|r| r.name.as_deref());
+        assert_eq!(first, Some("cc-0"), "a later pass is not folded into it");
+        let note = events[0].note.clone().unwrap_or_default();
+        assert!(
+            note.starts_with("created 12 ComputeContracts: cc-0, cc-1,")
+                && note.ends_with("cc-9 and 2 more"),
+            "{note}"
+        );
+    }
+}

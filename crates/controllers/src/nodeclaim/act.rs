@@ -146,7 +146,21 @@ fn find_claim<'a>(claims: &[&'a NodeClaim], change: &ClaimStatusChange) -> Optio
         .copied()
 }
 
-/// An Event on the claim when its phase changed (Warning when it failed).
+/// Whether a phase change is an Event: only what a person acts on, a claim
+/// that failed or a node that left its cluster. A claim that goes well shows
+/// its steps in its phase and conditions; an Event per step was a third of a
+/// node's API writes.
+fn a_person_acts_on(previous: Option<NodeClaimPhase>, phase: Option<NodeClaimPhase>) -> bool {
+    let node_lost = previous == Some(NodeClaimPhase::Joined)
+        && matches!(
+            phase,
+            Some(NodeClaimPhase::Pending | NodeClaimPhase::Requesting | NodeClaimPhase::Deployed)
+        );
+    phase == Some(NodeClaimPhase::Failed) || node_lost
+}
+
+/// The claim's phase metrics when its phase changed, and a Warning Event when
+/// a person has something to act on.
 async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &[&NodeClaim]) {
     let phase = change.status.phase;
     if phase == change.previous_phase {
@@ -183,13 +197,12 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
             metrics.observe_nodeclaim_joined(since);
         }
     }
+    if !a_person_acts_on(change.previous_phase, phase) {
+        return;
+    }
     let note = api::find_condition(&change.status.conditions, READY).map(|c| c.message.clone());
     let event = Event {
-        type_: if phase == Some(NodeClaimPhase::Failed) {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
+        type_: EventType::Warning,
         reason: phase.map_or_else(|| "Unknown".to_owned(), |p| format!("{p:?}")),
         note,
         action: "Reconcile".to_owned(),
@@ -218,4 +231,32 @@ async fn patch_claim_metadata(
         metadata.insert("ownerReferences".to_owned(), json!(owners));
     }
     write::patch_metadata(&ctx.client, MANAGER, target, metadata).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::a_person_acts_on;
+    use api::NodeClaimPhase as P;
+
+    #[test]
+    fn only_a_failure_or_a_lost_node_is_an_event() {
+        for (previous, phase) in [
+            (None, Some(P::Pending)),
+            (Some(P::Pending), Some(P::Requesting)),
+            (Some(P::Requesting), Some(P::Deployed)),
+            (Some(P::Deployed), Some(P::Joined)),
+            (Some(P::Joined), Some(P::Releasing)),
+            (Some(P::Releasing), Some(P::Released)),
+        ] {
+            assert!(
+                !a_person_acts_on(previous, phase),
+                "{previous:?} -> {phase:?}"
+            );
+        }
+        assert!(a_person_acts_on(Some(P::Requesting), Some(P::Failed)));
+        assert!(
+            a_person_acts_on(Some(P::Joined), Some(P::Deployed)),
+            "the node left its cluster"
+        );
+    }
 }

@@ -154,14 +154,34 @@ fn an_invalid_request_fails_until_the_spec_changes() {
 }
 
 #[test]
-fn events_mark_transitions_and_failed_releases_only() {
+fn events_mark_failures_and_failed_releases_only() {
     let b = bidding();
     let a = accepted();
-    let e = transition_event(b.status.as_ref(), a.status.as_ref().unwrap()).unwrap();
-    assert_eq!((e.warning, e.reason.as_str()), (false, cond::BID_ACCEPTED));
+    assert_eq!(
+        transition_event(b.status.as_ref(), a.status.as_ref().unwrap()),
+        None,
+        "a step that goes well is no Event"
+    );
     assert_eq!(
         transition_event(a.status.as_ref(), a.status.as_ref().unwrap()),
         None
+    );
+    let invalid = step(
+        &contract(),
+        &ready(),
+        t0(),
+        Observation::Failed {
+            operation: Operation::Publish,
+            failure: failure(FailureKind::InvalidRequest),
+        },
+    );
+    let e = transition_event(None, &invalid.status).unwrap();
+    assert!(e.warning, "a Failed contract is a Warning a person acts on");
+    assert_eq!(phase(&apply(&contract(), &invalid)), Some(Phase::Failed));
+    assert_eq!(
+        transition_event(Some(&invalid.status), &invalid.status),
+        None,
+        "once per failure"
     );
     let c = release(deployed());
     let failed = step(

@@ -15,8 +15,11 @@ pub struct EventNote {
     pub note: String,
 }
 
-/// The Event a status change deserves, if any: one per phase transition, and a
-/// Warning for every failed release attempt.
+/// The Event a status change deserves, if any: only what a person acts on, a
+/// Warning when the contract goes Failed (its reason says why and what to do)
+/// and one for every failed release attempt. The steps of a contract that goes
+/// well (RFP published, bid accepted, Deployed, released) are in its phase and
+/// conditions, not in Events: they were two thirds of a node's API writes.
 #[must_use]
 pub fn transition_event(
     old: Option<&ComputeContractStatus>,
@@ -39,25 +42,13 @@ pub fn transition_event(
             note,
         });
     }
-    let phase = new.phase?;
-    if old_phase == Some(phase) {
+    if new.phase != Some(Phase::Failed) || old_phase == Some(Phase::Failed) {
         return None;
     }
-    let (warning, reason) = match phase {
-        Phase::Pending => return None,
-        Phase::Bidding => (false, cond::RFP_PUBLISHED),
-        Phase::Accepted => (false, cond::BID_ACCEPTED),
-        Phase::Deployed => (false, cond::DEPLOYED_REASON),
-        Phase::Releasing => (false, cond::RELEASING),
-        Phase::Released => (false, "Released"),
-        Phase::Failed => (
-            true,
-            api::find_condition(&new.conditions, cond::READY)
-                .map_or("Failed", |c| c.reason.as_str()),
-        ),
-    };
+    let reason =
+        api::find_condition(&new.conditions, cond::READY).map_or("Failed", |c| c.reason.as_str());
     Some(EventNote {
-        warning,
+        warning: true,
         reason: reason.to_owned(),
         note,
     })
