@@ -118,7 +118,15 @@ async fn scale_up_two() {
         "no Event on a claim that went well"
     );
 
-    // Invariant 8: converged means no writes.
+    // Invariant 8: converged means no writes. The Requester's contract count
+    // is written last (at most once per 2 s while only it moves): converged
+    // includes it.
+    let requesters: Api<api::Requester> = Api::namespaced(client.clone(), CONTRACT_NS);
+    testkit::eventually("the Requester counts both contracts", || async {
+        let root = requesters.get("root").await.ok()?;
+        (root.status?.contracts == 2).then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = env.server.history().len();
     tokio::time::sleep(Duration::from_secs(1)).await;
