@@ -214,7 +214,7 @@ async fn serve(
 }
 
 /// Serves `router` behind the fault gate of `service`; returns its URL.
-fn spawn(
+pub(crate) fn spawn(
     listener: TcpListener,
     router: axum::Router,
     faults: &Faults,

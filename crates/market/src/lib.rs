@@ -38,6 +38,9 @@
 //! - [`Market::release`] returns [`ReleaseOutcome::Acknowledged`] instead of
 //!   [`ReleaseOutcome::Confirmed`]; a guest seen running after that is
 //!   reported again by [`Market::lookup`] and [`Market::guest_status`].
+//! - [`Market::release`] returns [`ReleaseOutcome::Unconfirmed`] when the
+//!   provider's records show the release was lost (it restarted since it
+//!   minted the receipt, or the guest reports after the release).
 
 #![deny(missing_docs)]
 
@@ -124,7 +127,9 @@ pub trait Market: Send + Sync {
     /// sending a release again. `Ok` says what is known:
     /// [`ReleaseOutcome::Confirmed`] (the guest is stopped) or
     /// [`ReleaseOutcome::Acknowledged`] (the provider took the request; the
-    /// protocol cannot confirm more).
+    /// protocol cannot confirm more) or [`ReleaseOutcome::Unconfirmed`] (the
+    /// provider took it, but the market sees it was lost: a person must ask
+    /// the provider to stop the machine).
     ///
     /// # Errors
     /// [`MarketError::InvalidReceipt`]; retryable errors when the release could

@@ -212,7 +212,7 @@ impl GuestStatus {
 }
 
 /// What [`crate::Market::release`] could establish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ReleaseOutcome {
     /// The market confirmed the guest is stopped (the local market).
@@ -223,6 +223,15 @@ pub enum ReleaseOutcome {
     /// [`crate::Market::lookup`] reports the guest again if the market sees
     /// it still running.
     Acknowledged,
+    /// The provider acknowledged the release, but the market sees that it
+    /// was lost: the provider restarted since it started the guest and
+    /// keeps no record of it, or the guest still reports after the release
+    /// (the atproto market). Sending it again changes nothing; a person has
+    /// to ask the provider to stop the machine.
+    Unconfirmed {
+        /// What was seen, naming the provider and the receipt.
+        reason: String,
+    },
 }
 
 /// What the market knows about a live guest.

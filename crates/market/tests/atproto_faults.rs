@@ -262,6 +262,51 @@ async fn a_bidder_restart_loses_the_release_and_a_guest_reporting_again_says_so(
         3,
         "each lookup sends the release again"
     );
+    let ReleaseOutcome::Unconfirmed { reason } = market.release(&receipt).await.unwrap() else {
+        panic!("a guest that reports after its release makes the release unconfirmed");
+    };
+    assert!(
+        reason.contains(bidder.did())
+            && reason.contains(&receipt.uri)
+            && reason.contains("still reports"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_bidder_restarted_on_a_new_endpoint_makes_the_release_unconfirmed() {
+    let h = Harness::start(vec![usd_hourly(0.05)]).await;
+    let market = h.market();
+    let bidder = h.bidder(0);
+    let rfp = market.publish_rfp(request("c")).await.unwrap();
+    market.settled().await;
+    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
+    let receipt = market.accept(&rfp, &bid).await.unwrap();
+    h.quiet().await;
+    let old = bidder.url();
+
+    // As the reference's hono-bidder: a new ingress, so a new endpoint, per
+    // process; the old one stops answering; the offering names the new one.
+    let new = bidder.restart_on_new_endpoint().await.unwrap();
+    assert_ne!(old, new);
+    let ReleaseOutcome::Unconfirmed { reason } = market.release(&receipt).await.unwrap() else {
+        panic!("a release to a bidder process that is gone is not acknowledged as if it arrived");
+    };
+    for named in [
+        bidder.did(),
+        receipt.uri.as_str(),
+        old.as_str(),
+        new.as_str(),
+    ] {
+        assert!(reason.contains(named), "{named} in {reason}");
+    }
+    h.quiet().await;
+    let counters = bidder.counters();
+    assert_eq!(
+        counters.deletes_ignored, 1,
+        "the release reached the new process, which does not know the contract: {counters:?}"
+    );
+    assert_eq!(counters.running, 1, "the machine still runs");
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use atproto::{AtUri, Record, attest};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
@@ -18,12 +19,31 @@ use crate::http::{XrpcError, bearer};
 
 type Answer = Result<Json<Value>, XrpcError>;
 
-pub fn router(inner: Arc<Inner>) -> Router {
+/// The routes of bidder process `process`; 502 once another process runs.
+pub fn router(inner: Arc<Inner>, process: u64) -> Router {
+    let gate = Arc::clone(&inner);
     Router::new()
         .route(&format!("/xrpc/{}", m::SUBMIT_RFP), post(submit_rfp))
         .route(&format!("/xrpc/{}", m::SUBMIT_ACCEPT), post(submit_accept))
         .route(&format!("/xrpc/{}", m::SUBMIT_EVENT), post(submit_event))
         .with_state(inner)
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let runs = gate.runs(process);
+                async move {
+                    if runs {
+                        next.run(request).await
+                    } else {
+                        XrpcError::new(
+                            StatusCode::BAD_GATEWAY,
+                            "BadGateway",
+                            "no bidder process behind this endpoint any more",
+                        )
+                        .into_response()
+                    }
+                }
+            },
+        ))
 }
 
 fn unauthorized(error: impl std::fmt::Display) -> XrpcError {
@@ -52,10 +72,10 @@ async fn authorize(
         .await
         .and_then(|doc| doc.key(ATPROTO_KEY))
         .map_err(unauthorized)?;
-    let host = inner
-        .url
+    let url = inner.url();
+    let host = url
         .split_once("://")
-        .map_or(inner.url.as_str(), |(_, host)| host)
+        .map_or(url.as_str(), |(_, host)| host)
         .to_owned();
     let audience = Audience {
         host,
@@ -177,7 +197,7 @@ async fn write_bid(inner: &Inner, rfp: &atproto::StrongRef) -> Result<Record, at
             m::BIDS_X402,
             json!({
                 "$type": m::BIDS_X402, "cost": cost, "currency": currency, "frequency": frequency,
-                "prepay": false, "url": inner.url, "createdAt": now,
+                "prepay": false, "url": inner.url(), "createdAt": now,
             }),
             true,
         ),
@@ -187,7 +207,7 @@ async fn write_bid(inner: &Inner, rfp: &atproto::StrongRef) -> Result<Record, at
         "$type": m::BID,
         "rfp": rfp.to_record_value(),
         "payload": payload.strong_ref().to_record_value(),
-        "submitAccept": inner.url,
+        "submitAccept": inner.url(),
         "createdAt": now,
     });
     out::write(inner, m::BID, bid, true).await
@@ -217,7 +237,7 @@ async fn submit_accept(State(inner): State<Arc<Inner>>, headers: HeaderMap, body
         "bid": bid.to_record_value(),
         "accept": accept.strong_ref().to_record_value(),
         "payload": null,
-        "submitEvent": inner.url,
+        "submitEvent": inner.url(),
         "createdAt": m::datetime(inner.now()),
     });
     let binding = attest::receipt_binding_cid(&accept.value, &receipt, &requester)
@@ -249,7 +269,7 @@ async fn submit_accept(State(inner): State<Arc<Inner>>, headers: HeaderMap, body
         .map(|u| u.rkey)
         .unwrap_or_default();
     Ok(Json(json!({
-        "id": rkey, "uri": receipt.uri, "cid": receipt.cid, "submitEvent": inner.url,
+        "id": rkey, "uri": receipt.uri, "cid": receipt.cid, "submitEvent": inner.url(),
     })))
 }
 

@@ -17,7 +17,12 @@
 //! - on `submitEvent` answers 200 first, then stops the machine of a
 //!   `vm.delete`, if it still knows the contract: contracts are kept by
 //!   receipt `uri#cid` in memory only, so after [`FakeBidder::restart`] a
-//!   delete is ignored and the machine keeps running.
+//!   delete is ignored and the machine keeps running;
+//! - at startup keeps its one offering record: rewritten (its `createdAt`
+//!   kept, `refreshedAt` now) only when its endpoint changed, which is every
+//!   start of the reference's `hono-bidder` (a new ingress key, so a new
+//!   `https://did-key-<key>.<host>` endpoint, per process; the old one stops
+//!   answering): [`FakeBidder::restart_on_new_endpoint`].
 //!
 //! Behaviour knobs are [`BidderKnobs`] (the network's, or the bidder's own
 //! with [`FakeBidder::set_knobs`]); counters ([`FakeBidder::counters`]) let
@@ -28,6 +33,7 @@ mod out;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use atproto::did::DidResolver;
@@ -122,9 +128,20 @@ struct State {
     counters: Counters,
 }
 
+/// The bidder's offering record, as the reference keeps it: one record,
+/// rewritten in place.
+struct OfferingRecord {
+    rkey: String,
+    created_at: String,
+}
+
 pub(crate) struct Inner {
     did: String,
-    url: String,
+    /// The endpoint of the running process (receipts name it).
+    url: Mutex<String>,
+    /// Which process runs: a listener of an earlier one answers 502.
+    process: AtomicU64,
+    offering: Mutex<Option<OfferingRecord>>,
     pds: PdsClient,
     atproto_key: SigningKey,
     attest_key: SigningKey,
@@ -148,7 +165,7 @@ impl std::fmt::Debug for FakeBidder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FakeBidder")
             .field("did", &self.inner.did)
-            .field("url", &self.inner.url)
+            .field("url", &*self.inner.url.lock())
             .finish_non_exhaustive()
     }
 }
@@ -180,7 +197,9 @@ impl FakeBidder {
         Ok(Self {
             inner: Arc::new(Inner {
                 did: account.did,
-                url: url.to_owned(),
+                url: Mutex::new(url.to_owned()),
+                process: AtomicU64::new(0),
+                offering: Mutex::new(None),
                 pds,
                 atproto_key,
                 attest_key: SigningKey::generate(Algorithm::K256),
@@ -196,30 +215,48 @@ impl FakeBidder {
         })
     }
 
-    /// Writes the bidder's offering of `compute.vm` at its endpoint.
+    /// Writes the bidder's offering of `compute.vm` at its endpoint, or
+    /// rewrites the one it wrote (its `createdAt` kept, `refreshedAt` now),
+    /// as the reference's `ensureOffering` corrects an offering whose
+    /// endpoint changed.
     ///
     /// # Errors
     /// When the PDS refuses the write.
     pub async fn publish_offering(&self) -> std::io::Result<()> {
         let now = m::datetime((self.inner.now)());
+        let kept = self
+            .inner
+            .offering
+            .lock()
+            .as_ref()
+            .map(|o| (o.rkey.clone(), o.created_at.clone()));
+        let created_at = kept
+            .as_ref()
+            .map_or_else(|| now.clone(), |(_, at)| at.clone());
         let offering = json!({
             "$type": m::OFFERING,
-            "endpointUrl": self.inner.url,
+            "endpointUrl": self.inner.url(),
             "appliesTo": [m::VM],
-            "createdAt": now,
+            "createdAt": created_at,
             "refreshedAt": now,
         });
-        self.inner
-            .pds
-            .create_record(m::OFFERING, None, &offering)
-            .await
-            .map_err(other)?;
+        let pds = &self.inner.pds;
+        let written = match &kept {
+            Some((rkey, _)) => pds.put_record(m::OFFERING, rkey, &offering, None).await,
+            None => pds.create_record(m::OFFERING, None, &offering).await,
+        }
+        .map_err(other)?;
+        let rkey = written.uri.parse::<atproto::AtUri>().map_err(other)?.rkey;
+        *self.inner.offering.lock() = Some(OfferingRecord { rkey, created_at });
         Ok(())
     }
 
-    /// The bidder's routes (submitRfp, submitAccept, submitEvent).
+    /// The bidder's routes (submitRfp, submitAccept, submitEvent), for the
+    /// process running now: once [`FakeBidder::restart_on_new_endpoint`]
+    /// moved it, they answer 502, as an ingress with no tunnel behind it.
     pub fn router(&self) -> axum::Router {
-        handlers::router(Arc::clone(&self.inner))
+        let process = self.inner.process.load(Ordering::SeqCst);
+        handlers::router(Arc::clone(&self.inner), process)
     }
 
     /// The bidder's DID.
@@ -228,10 +265,10 @@ impl FakeBidder {
         &self.inner.did
     }
 
-    /// The bidder's endpoint.
+    /// The bidder's endpoint (that of its running process).
     #[must_use]
-    pub fn url(&self) -> &str {
-        &self.inner.url
+    pub fn url(&self) -> String {
+        self.inner.url()
     }
 
     /// Gives this bidder its own knobs (`None`: the network's again).
@@ -254,10 +291,42 @@ impl FakeBidder {
         self.inner.state.lock().machines.clone()
     }
 
-    /// Restarts the bidder process: it forgets every contract (the
-    /// reference keeps them in memory); its machines keep running.
+    /// Restarts the bidder process at the same endpoint: it forgets every
+    /// contract (the reference keeps them in memory); its machines keep
+    /// running. Its offering is unchanged, so nothing in its repository
+    /// says it restarted (the reference rewrites a matching offering only
+    /// on its refresh timer, every 5 minutes by default, restart or not).
     pub fn restart(&self) {
         self.inner.state.lock().contracts.clear();
+    }
+
+    /// Restarts the bidder process as the reference's `hono-bidder` does:
+    /// it forgets every contract, listens at a new endpoint (a new ingress
+    /// per process), the old endpoint answers 502 from then on, and its
+    /// offering is rewritten to name the new one (`createdAt` kept,
+    /// `refreshedAt` now). Its machines keep running. Returns the new
+    /// endpoint.
+    ///
+    /// # Errors
+    /// When no port can be bound or the PDS refuses the offering.
+    pub async fn restart_on_new_endpoint(&self) -> std::io::Result<String> {
+        let listener =
+            tokio::net::TcpListener::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        self.inner.state.lock().contracts.clear();
+        self.inner.process.fetch_add(1, Ordering::SeqCst);
+        url.clone_into(&mut self.inner.url.lock());
+        // The task lives as long as the runtime, as the bidder's first listener.
+        let mut tasks = Vec::new();
+        crate::spawn(
+            listener,
+            self.router(),
+            &self.inner.faults,
+            crate::Service::Bidder,
+            &mut tasks,
+        )?;
+        self.publish_offering().await?;
+        Ok(url)
     }
 
     /// Every running machine reports its identity again (a guest's
@@ -295,6 +364,16 @@ impl Inner {
 
     fn now(&self) -> SystemTime {
         (self.now)()
+    }
+
+    /// The endpoint of the running process.
+    fn url(&self) -> String {
+        self.url.lock().clone()
+    }
+
+    /// Whether `process` is the one running.
+    fn runs(&self, process: u64) -> bool {
+        self.process.load(Ordering::SeqCst) == process
     }
 
     /// Runs `work` after the answer, counted by [`FakeBidder::quiet`].

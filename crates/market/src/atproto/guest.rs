@@ -7,14 +7,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use atproto::market as m;
 use atproto::{AtUri, Record, StrongRef, attest};
-use serde_json::json;
 
 use super::bids::{self, rkey_of};
 use super::records::{self, EventKind};
-use super::{Shared, request, rkeys, unavailable};
-use crate::{
-    ContractKey, GuestInfo, GuestStatus, MarketError, Operation, Receipt, ReleaseOutcome, RfpId,
-};
+use super::{Shared, release, rkeys, unavailable};
+use crate::{ContractKey, GuestInfo, GuestStatus, MarketError, Operation, Receipt, RfpId};
 
 /// A receipt that verified against our accept.
 #[derive(Debug, Clone)]
@@ -28,6 +25,8 @@ pub struct Contract {
     pub submit_event: Option<String>,
     /// Our accept's `createdAt`: the provisioning timeout runs from it.
     pub accepted_at: SystemTime,
+    /// The receipt's `createdAt`, on the bidder's clock.
+    pub minted_at: Option<SystemTime>,
 }
 
 impl Contract {
@@ -85,6 +84,7 @@ pub fn verify(receipt: &Record, accept: &Record, requester: &str) -> Result<Cont
         bid: bid.uri,
         submit_event: m::text(value, "submitEvent").map(str::to_owned),
         accepted_at: m::created_at(&accept.value).unwrap_or(UNIX_EPOCH),
+        minted_at: m::created_at(value),
     })
 }
 
@@ -123,7 +123,7 @@ pub async fn find_receipt(
 }
 
 /// The verified contract of a receipt the caller kept.
-async fn load(
+pub(super) async fn load(
     shared: &Shared,
     receipt: &Receipt,
     op: Operation,
@@ -169,7 +169,7 @@ async fn load(
 }
 
 /// Our release of a contract, when written: its event and `createdAt`.
-async fn released(
+pub(super) async fn released(
     shared: &Shared,
     contract: &Contract,
     op: Operation,
@@ -188,7 +188,7 @@ async fn released(
 
 /// The provider's events about a guest: pushed ones, and its repository's,
 /// listed at most every `repo_read_interval`.
-async fn events(
+pub(super) async fn events(
     shared: &Shared,
     contract: &Contract,
     op: Operation,
@@ -314,7 +314,11 @@ fn status_of(shared: &Shared, contract: &Contract, seen: &[Seen]) -> GuestStatus
 
 /// The events newer than our release by more than the clock skew: the
 /// guest still reports, so the provider ignored the release.
-fn after_release(shared: &Shared, seen: Vec<Seen>, released_at: SystemTime) -> Vec<Seen> {
+pub(super) fn after_release(
+    shared: &Shared,
+    seen: Vec<Seen>,
+    released_at: SystemTime,
+) -> Vec<Seen> {
     let threshold = released_at + shared.timeouts.clock_skew;
     seen.into_iter()
         .filter(|s| s.kind != EventKind::Other && s.at.is_some_and(|at| at > threshold))
@@ -339,7 +343,7 @@ pub async fn status(shared: &Shared, receipt: &Receipt) -> Result<GuestStatus, M
     }
 }
 
-fn warn_still_running(contract: &Contract) {
+pub(super) fn warn_still_running(contract: &Contract) {
     tracing::warn!(
         receipt = %contract.receipt.uri,
         provider = %contract.bidder,
@@ -347,73 +351,18 @@ fn warn_still_running(contract: &Contract) {
     );
 }
 
-pub async fn release(shared: &Shared, receipt: &Receipt) -> Result<ReleaseOutcome, MarketError> {
-    let op = Operation::Release;
-    let contract = load(shared, receipt, op).await?;
-    let event = match released(shared, &contract, op).await? {
-        Some((event, _)) => event,
-        None => write_release(shared, &contract).await?,
-    };
-    send_release(shared, &contract, &event, op).await?;
-    Ok(ReleaseOutcome::Acknowledged)
-}
-
-/// Writes the signed `vm.delete` and its event, before anything is sent.
-async fn write_release(shared: &Shared, contract: &Contract) -> Result<Record, MarketError> {
-    let op = Operation::Release;
-    let (payload_rkey, event_rkey) = rkeys::release(&rkey_of(&contract.accept));
-    let now = shared.now();
-    let mut payload = records::vm_delete(now);
-    request::signed(shared, &mut payload, op).await?;
-    let payload = shared
-        .net
-        .put_own(m::VM_DELETE, &payload_rkey, &payload)
-        .await
-        .map_err(|e| unavailable(op, "writing our vm.delete", &e))?;
-    let mut event = records::event(&contract.receipt, &payload, now);
-    request::signed(shared, &mut event, op).await?;
-    let written = shared
-        .net
-        .put_own(m::EVENT, &event_rkey, &event)
-        .await
-        .map_err(|e| unavailable(op, "writing our release event", &e))?;
-    tracing::info!(receipt = %contract.receipt.uri, event = %written.uri, "release written");
-    Ok(Record {
-        uri: written.uri,
-        cid: written.cid,
-        value: event,
-    })
-}
-
-async fn send_release(
+/// Whether our release is written and the guest reported after it (by more
+/// than the clock skew): the provider ignored it.
+pub(super) async fn reports_after_release(
     shared: &Shared,
     contract: &Contract,
-    event: &Record,
     op: Operation,
-) -> Result<(), MarketError> {
-    let endpoint = match &contract.submit_event {
-        Some(endpoint) => endpoint.clone(),
-        None => bids::read(shared, &contract.bid, op)
-            .await?
-            .and_then(|bid| m::text(&bid.value, "submitAccept").map(str::to_owned))
-            .ok_or_else(|| MarketError::Unavailable {
-                operation: op,
-                reason: format!("{} names no endpoint for events", contract.bidder),
-            })?,
+) -> Result<bool, MarketError> {
+    let Some((_, at)) = released(shared, contract, op).await? else {
+        return Ok(false);
     };
-    let input = json!({ "uri": event.uri, "cid": event.cid, "record": event.value });
-    let _: serde_json::Value = shared
-        .net
-        .call_bidder(&contract.bidder, &endpoint, m::SUBMIT_EVENT, &input)
-        .await
-        .map_err(|e| {
-            unavailable(
-                op,
-                format!("sending the release to {}", contract.bidder),
-                &e,
-            )
-        })?;
-    Ok(())
+    let seen = events(shared, contract, op).await?;
+    Ok(!after_release(shared, seen, at).is_empty())
 }
 
 pub async fn lookup(shared: &Shared, receipt: &Receipt) -> Result<Option<GuestInfo>, MarketError> {
@@ -428,7 +377,7 @@ pub async fn lookup(shared: &Shared, receipt: &Receipt) -> Result<Option<GuestIn
         return info(shared, &contract, status, op).await.map(Some);
     };
     // Harmless to repeat, and the only cure for a provider that forgot.
-    send_release(shared, &contract, &event, op).await?;
+    release::send(shared, &contract, &event, op).await?;
     let running = after_release(shared, events(shared, &contract, op).await?, at);
     if running.is_empty() {
         return Ok(None);

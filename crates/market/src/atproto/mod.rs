@@ -52,6 +52,7 @@ mod health;
 mod inbound;
 mod net;
 mod records;
+mod release;
 mod request;
 mod rkeys;
 mod tasks;
@@ -249,7 +250,7 @@ impl Market for AtprotoMarket {
     }
 
     async fn release(&self, receipt: &Receipt) -> Result<ReleaseOutcome, MarketError> {
-        guest::release(&self.shared, receipt).await
+        release::release(&self.shared, receipt).await
     }
 
     async fn lookup(&self, receipt: &Receipt) -> Result<Option<GuestInfo>, MarketError> {
