@@ -11,12 +11,12 @@
 //! lists from the API server; each is a pure `decide` step and a thin `act` step.
 
 pub mod cache;
-pub mod context;
 pub mod error;
 pub mod infra;
 pub mod market_adapter;
 pub mod metrics;
 pub mod nodeclaim;
+pub mod reconciler;
 pub mod requester;
 pub mod stop;
 pub mod time;

@@ -43,7 +43,7 @@ impl Controllers {
         let mut requester_ctx =
             requester::Context::new(env.client.clone(), Arc::clone(&env.clock), markets, NS);
         requester_ctx.timing = fast_timing();
-        let infra_ctx = infra::context(env.client.clone(), Arc::clone(&env.clock), NS);
+        let infra_ctx = infra::IDENTITY.context(env.client.clone(), Arc::clone(&env.clock), NS);
         let caches = SharedCaches::new(env.client.clone(), NS);
         let infra_run = infra::controller(Arc::new(infra_ctx), &caches);
         let requester_run = requester::controller(Arc::new(requester_ctx), &caches);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASE_FINALIZER};
 use api::{ComputeContract, Infra, InfraPhase};
 use apiserver::testing::{HistoryEntry, TestServer};
-use controllers::infra::{self, context};
+use controllers::infra::{self, IDENTITY};
 use controllers::{SharedCaches, SystemClock};
 use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
@@ -66,7 +66,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
     install(&client).await;
 
     let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(context(client.clone(), Arc::new(SystemClock), NS));
+    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
     let controller = tokio::spawn(infra::controller(ctx, &caches));
     let reflectors = tokio::spawn(caches.run());
     let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));

@@ -14,7 +14,7 @@ use std::time::Duration;
 use api::{ComputeContract, Infra, InfraPhase, InfraSpec};
 use apiserver::faults::FaultConfig;
 use apiserver::testing::TestServer;
-use controllers::infra::{self, context};
+use controllers::infra::{self, IDENTITY};
 use controllers::{SharedCaches, SystemClock};
 use infra_support::e2e::{fake_requester, install};
 use infra_support::{INFRA, NS, entry};
@@ -42,7 +42,7 @@ async fn scale_down_reaches_zero_while_six_percent_of_requests_fail() {
     let client = server.client();
     install(&client).await;
     let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(context(client.clone(), Arc::new(SystemClock), NS));
+    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
     let controller = tokio::spawn(infra::controller(ctx, &caches));
     let reflectors = tokio::spawn(caches.run());
     let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));

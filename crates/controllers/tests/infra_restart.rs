@@ -13,7 +13,7 @@ use std::time::Duration;
 use api::{ComputeContract, Infra, InfraPhase};
 use apiserver::store::ChangeType;
 use apiserver::testing::TestServer;
-use controllers::infra::{self, context};
+use controllers::infra::{self, IDENTITY};
 use controllers::{SharedCaches, SystemClock};
 use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 /// One manager: its caches and the Infra controller.
 fn start_manager(client: &Client) -> (JoinHandle<()>, JoinHandle<()>) {
     let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(context(client.clone(), Arc::new(SystemClock), NS));
+    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
     let controller = tokio::spawn(infra::controller(ctx, &caches));
     let reflectors = tokio::spawn(caches.run());
     (controller, reflectors)

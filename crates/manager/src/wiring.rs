@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use controllers::reconciler::ReconcilerContext;
 use controllers::{Clock, SharedCaches, StopSignal, infra, metrics::Metrics, nodeclaim, requester};
 use kube::Client;
 use tokio::sync::watch;
@@ -83,28 +84,28 @@ impl Controllers {
             SharedCaches::new(self.client.clone(), &namespace).with_metrics(self.metrics.clone()),
         );
 
-        let mut infra_ctx =
-            infra::context(self.client.clone(), Arc::clone(&self.clock), &namespace);
-        infra_ctx.concurrency = self.options.infra_concurrency;
-        infra_ctx.metrics = self.metrics.clone();
-        infra_ctx.stop = self.stop.clone();
-
-        let mut requester_ctx = requester::Context::new(
-            self.client.clone(),
-            Arc::clone(&self.clock),
-            Arc::clone(&self.markets),
-            &namespace,
+        // Every reconciler's context is built the same way: its own identity,
+        // then the manager's concurrency, metrics and stop.
+        let configured = |ctx: ReconcilerContext, concurrency: u16| {
+            ctx.configured(concurrency, self.metrics.clone(), self.stop.clone())
+        };
+        let (client, clock) = (&self.client, &self.clock);
+        let infra_ctx = configured(
+            infra::IDENTITY.context(client.clone(), Arc::clone(clock), &namespace),
+            self.options.infra_concurrency,
         );
-        requester_ctx.concurrency = self.options.requester_concurrency;
+        let nodeclaim_ctx = configured(
+            nodeclaim::IDENTITY.context(client.clone(), Arc::clone(clock), &namespace),
+            self.options.nodeclaim_concurrency,
+        );
+        let mut requester_ctx = requester::Context::with_shared(
+            configured(
+                requester::IDENTITY.context(client.clone(), Arc::clone(clock), &namespace),
+                self.options.requester_concurrency,
+            ),
+            Arc::clone(&self.markets),
+        );
         requester_ctx.timing.guest_poll = Duration::from_secs(self.options.guest_poll_seconds);
-        requester_ctx.metrics = self.metrics.clone();
-        requester_ctx.stop = self.stop.clone();
-
-        let mut nodeclaim_ctx =
-            nodeclaim::context(self.client.clone(), Arc::clone(&self.clock), &namespace);
-        nodeclaim_ctx.metrics = self.metrics.clone();
-        nodeclaim_ctx.stop = self.stop.clone();
-        nodeclaim_ctx.concurrency = self.options.nodeclaim_concurrency;
 
         // Every controller subscribes before the reflectors start, so none misses the initial list.
         let infra = infra::controller(Arc::new(infra_ctx), &caches);

@@ -42,6 +42,7 @@ use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 
 use crate::cache::{CacheReadiness, Indexes, SharedCaches};
+use crate::reconciler::{self, Identity, Shell};
 use crate::{Clock, Error, Result};
 use decide::InfraPlan;
 
@@ -52,17 +53,13 @@ const METRICS_LABEL: &str = "infra";
 pub const REPORTER: &str = "socialweb-infra";
 
 /// What this reconciler needs from the manager.
-pub type Context = crate::context::ReconcilerContext;
+pub type Context = crate::reconciler::ReconcilerContext;
 
-/// The Infra reconciler's context: Events reported as [`REPORTER`], a concurrency of 4.
-#[must_use]
-pub fn context(
-    client: Client,
-    clock: Arc<dyn Clock>,
-    contract_namespace: impl Into<String>,
-) -> Context {
-    Context::new(client, clock, contract_namespace, REPORTER)
-}
+/// The names the Infra reconciler reports and writes under.
+pub const IDENTITY: Identity = Identity {
+    reporter: REPORTER,
+    manager: api::names::INFRA_MANAGER,
+};
 
 /// The state each reconcile sees: the context and the contracts' cache.
 struct Reconciler {
@@ -71,6 +68,12 @@ struct Reconciler {
     indexes: Indexes,
     claims: Store<NodeClaim>,
     ready: CacheReadiness,
+}
+
+impl Shell for Reconciler {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
 }
 
 /// The Infra controller over the shared caches.
@@ -99,13 +102,12 @@ pub fn controller(
     });
     async move {
         controller
-            .run(reconcile, error_policy, state)
-            .for_each(|result| {
-                if let Err(error) = result {
-                    tracing::debug!(%error, "infra controller");
-                }
-                futures::future::ready(())
-            })
+            .run(
+                reconcile,
+                reconciler::policy::<Infra, Reconciler>(METRICS_LABEL),
+                state,
+            )
+            .for_each(reconciler::log_outcome(METRICS_LABEL))
             .await;
     }
 }
@@ -153,7 +155,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         contracts: &contracts,
         unreadable: &unreadable,
         claims: &seen,
-        now: crate::time::now(ctx.clock.as_ref()),
+        now: ctx.now(),
     });
 
     // The finalizer helper removes the finalizer as soon as its cleanup returns Ok,
@@ -217,17 +219,4 @@ async fn read_unseen(
         }
     }
     unreadable
-}
-
-fn error_policy(infra: Arc<Infra>, error: &Error, state: Arc<Reconciler>) -> Action {
-    state
-        .ctx
-        .metrics
-        .reconcile_failed(METRICS_LABEL, error.category());
-    if error.is_conflict() {
-        tracing::debug!(infra = %infra.name_any(), %error, "conflict; reading again");
-    } else {
-        tracing::warn!(infra = %infra.name_any(), category = error.category(), %error, "reconcile failed");
-    }
-    Action::requeue(error.retry_after())
 }

@@ -171,7 +171,7 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
     };
     if let Some(created) = &claim.metadata.creation_timestamp {
         let metrics = &ctx.metrics;
-        let since = (crate::time::now(ctx.clock.as_ref()) - crate::time::from_time(created))
+        let since = (ctx.now() - crate::time::from_time(created))
             .to_std()
             .unwrap_or_default();
         // Once per claim: a guest that was lost and came back is not counted again.

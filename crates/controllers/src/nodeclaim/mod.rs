@@ -51,24 +51,21 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::cache::{CacheReadiness, Indexes, SharedCaches};
-use crate::{Clock, Error, Result};
+use crate::reconciler::{self, Identity, Shell};
+use crate::{Clock, Result};
 use compose::ClusterKey;
 
 /// The name the controller reports Events under.
 pub const REPORTER: &str = "socialweb-nodeclaim";
 
 /// What this reconciler needs from the manager.
-pub type Context = crate::context::ReconcilerContext;
+pub type Context = crate::reconciler::ReconcilerContext;
 
-/// The NodeClaim reconciler's context: Events reported as [`REPORTER`], a concurrency of 4.
-#[must_use]
-pub fn context(
-    client: Client,
-    clock: Arc<dyn Clock>,
-    contract_namespace: impl Into<String>,
-) -> Context {
-    Context::new(client, clock, contract_namespace, REPORTER)
-}
+/// The names the NodeClaim reconciler reports and writes under.
+pub const IDENTITY: Identity = Identity {
+    reporter: REPORTER,
+    manager: api::names::NODECLAIM_MANAGER,
+};
 
 /// How soon a reconcile that waits for an object to disappear looks again:
 /// the shared caches tell of deletions, but one made while a watch was down
@@ -103,6 +100,12 @@ struct Runtime {
     stores: Stores,
     /// Claims written Failed that the cache may not show so yet.
     failed: failed::FailedClaims,
+}
+
+impl Shell for Runtime {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
 }
 
 /// The NodeClaim controller over the shared caches.
@@ -169,8 +172,12 @@ pub fn controller(
                 }
             })
             .graceful_shutdown_on(ctx.stop.signaled())
-            .run(reconcile_cluster, error_policy, runtime.clone())
-            .for_each(log_result);
+            .run(
+                reconcile_cluster,
+                reconciler::policy::<Cluster, Runtime>(METRICS_LABEL),
+                runtime.clone(),
+            )
+            .for_each(reconciler::log_outcome(METRICS_LABEL));
 
     // Claims whose Cluster does not exist: keyed by claim, same reconcile.
     let claims_of = |indexes: Indexes| {
@@ -212,8 +219,12 @@ pub fn controller(
                 }
             })
             .graceful_shutdown_on(ctx.stop.signaled())
-            .run(reconcile_orphan, error_policy_orphan, runtime)
-            .for_each(log_result);
+            .run(
+                reconcile_orphan,
+                reconciler::policy::<NodeClaim, Runtime>(METRICS_LABEL),
+                runtime,
+            )
+            .for_each(reconciler::log_outcome(METRICS_LABEL));
 
     async move {
         futures::join!(by_cluster, orphans);
@@ -326,7 +337,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let claim_refs: Vec<&NodeClaim> = claims.iter().map(AsRef::as_ref).collect();
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
-    let now = crate::time::now(ctx.clock.as_ref());
+    let now = ctx.now();
     let requesters = stores.requesters.state();
     let root = root::RootState::of(
         requesters.iter().map(AsRef::as_ref),
@@ -405,34 +416,6 @@ fn owner_clusters(
             ))
         })
         .collect()
-}
-
-fn error_policy(cluster: Arc<Cluster>, error: &Error, runtime: Arc<Runtime>) -> Action {
-    log_error(&runtime, "Cluster", &cluster.name_any(), error);
-    Action::requeue(error.retry_after())
-}
-
-fn error_policy_orphan(claim: Arc<NodeClaim>, error: &Error, runtime: Arc<Runtime>) -> Action {
-    log_error(&runtime, "NodeClaim", &claim.name_any(), error);
-    Action::requeue(error.retry_after())
-}
-
-fn log_error(runtime: &Runtime, kind: &str, name: &str, error: &Error) {
-    runtime
-        .ctx
-        .metrics
-        .reconcile_failed(METRICS_LABEL, error.category());
-    if error.is_conflict() {
-        tracing::debug!(kind, name, %error, "conflict; requeued");
-    } else {
-        tracing::warn!(kind, name, category = error.category(), %error, "reconcile failed");
-    }
-}
-
-async fn log_result<K, E: std::fmt::Debug>(result: std::result::Result<K, E>) {
-    if let Err(error) = result {
-        tracing::debug!(?error, "controller event");
-    }
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ pub(super) async fn reconcile_contract(
     let verdict = if contract.metadata.deletion_timestamp.is_some() {
         Ttl::NotFinished
     } else {
-        ttl::verdict(&contract, crate::time::now(ctx.clock.as_ref()))
+        ttl::verdict(&contract, ctx.now())
     };
     let ttl_wait = match verdict {
         Ttl::Expired => {
@@ -69,7 +69,7 @@ pub(super) async fn reconcile_contract(
             contract: &current,
             market: &view,
             timing: &ctx.timing,
-            now: crate::time::now(ctx.clock.as_ref()),
+            now: ctx.now(),
         };
         let step = decide(inputs, observation);
         if let Some(receipt) = &step.record_receipt {
@@ -327,21 +327,4 @@ async fn publish_event(rt: &Runtime, contract: &ComputeContract, note: super::de
     {
         warn!(%error, "cannot publish an event");
     }
-}
-
-/// Counts and logs a failed reconcile, and requeues after the error's own delay.
-pub(super) fn error_policy(
-    contract: Arc<ComputeContract>,
-    error: &Error,
-    rt: Arc<Runtime>,
-) -> Action {
-    rt.ctx
-        .metrics
-        .reconcile_failed(super::CONTRACT_METRICS_LABEL, error.category());
-    if error.is_conflict() {
-        debug!(contract = %contract.name_any(), "conflict; requeue");
-    } else {
-        warn!(contract = %contract.name_any(), category = error.category(), %error, "reconcile failed");
-    }
-    Action::requeue(error.retry_after())
 }

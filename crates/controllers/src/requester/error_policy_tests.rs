@@ -1,5 +1,6 @@
 //! Every reconciler of the Requester controller counts its failures in
-//! `socialweb_reconcile_errors` (the contract reconciler did not).
+//! `socialweb_reconcile_errors` under its own label, through the one shell
+//! error policy (the contract reconciler once did not count at all).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -8,8 +9,9 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
 use super::test_fixtures::{contract, requester_with};
-use super::{Context, Markets, Runtime, act, ignored, root};
+use super::{Context, Markets, Runtime, ignored};
 use crate::metrics::Metrics;
+use crate::reconciler::policy;
 use crate::{Error, SharedCaches, SystemClock};
 
 /// A runtime on a client that is never called, with metrics in `registry`.
@@ -54,11 +56,14 @@ fn errors(registry: &Registry, controller: &str) -> Option<f64> {
 async fn every_requester_reconciler_counts_its_failures() {
     let mut registry = Registry::default();
     let rt = runtime(&mut registry);
-    act::error_policy(Arc::new(contract()), &failure(), Arc::clone(&rt));
-    act::error_policy(Arc::new(contract()), &failure(), Arc::clone(&rt));
+    let contracts = policy::<api::ComputeContract, Runtime>(super::CONTRACT_METRICS_LABEL);
+    contracts(Arc::new(contract()), &failure(), Arc::clone(&rt));
+    contracts(Arc::new(contract()), &failure(), Arc::clone(&rt));
     let requester = Arc::new(requester_with("root", vec![]));
-    root::error_policy(Arc::clone(&requester), &failure(), Arc::clone(&rt));
-    ignored::error_policy(requester, &failure(), rt);
+    let roots = policy::<api::Requester, Runtime>(super::ROOT_METRICS_LABEL);
+    roots(Arc::clone(&requester), &failure(), Arc::clone(&rt));
+    let ignored = policy::<api::Requester, Runtime>(ignored::METRICS_LABEL);
+    ignored(requester, &failure(), rt);
     assert_eq!(errors(&registry, super::CONTRACT_METRICS_LABEL), Some(2.0));
     assert_eq!(errors(&registry, super::ROOT_METRICS_LABEL), Some(1.0));
     assert_eq!(errors(&registry, ignored::METRICS_LABEL), Some(1.0));

@@ -13,12 +13,11 @@ use api::{ConditionStatus, Requester, RequesterStatus};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use tracing::warn;
 
 use super::Runtime;
 use super::conditions as cond;
 use super::root::write_status_if_changed;
-use crate::{Error, Result};
+use crate::Result;
 
 /// The `controller` metric label of this reconciler.
 pub const METRICS_LABEL: &str = "requester_ignored";
@@ -63,24 +62,9 @@ pub(super) async fn reconcile(requester: Arc<Requester>, rt: Arc<Runtime>) -> Re
         return Ok(Action::await_change());
     }
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
-    let status = ignored_status(
-        &requester,
-        &ctx.contract_namespace,
-        crate::time::now(ctx.clock.as_ref()),
-    );
+    let status = ignored_status(&requester, &ctx.contract_namespace, ctx.now());
     write_status_if_changed(&ctx.client, &requester, status).await?;
     Ok(Action::await_change())
-}
-
-/// Counts and logs a failed reconcile, and requeues after the error's own delay.
-pub(super) fn error_policy(requester: Arc<Requester>, error: &Error, rt: Arc<Runtime>) -> Action {
-    rt.ctx
-        .metrics
-        .reconcile_failed(METRICS_LABEL, error.category());
-    if !error.is_conflict() {
-        warn!(requester = %requester.name_any(), category = error.category(), %error, "reconcile failed");
-    }
-    Action::requeue(error.retry_after())
 }
 
 #[cfg(test)]

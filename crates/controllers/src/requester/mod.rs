@@ -51,13 +51,12 @@ use std::sync::Arc;
 use api::{ComputeContract, Infra, Requester};
 use futures::StreamExt;
 use kube::runtime::controller::{Config, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::cache::Indexes;
-use crate::metrics::Metrics;
-use crate::{CacheReadiness, Clock, SharedCaches, StopSignal};
+use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
+use crate::{CacheReadiness, Clock, SharedCaches};
 
 pub use decide::Timing;
 pub use markets::Markets;
@@ -70,37 +69,40 @@ pub const ROOT_METRICS_LABEL: &str = "requester_root";
 /// Name the controller reports Events under.
 pub const REPORTER: &str = "socialweb-requester";
 
-/// What the Requester controller needs from the manager.
+/// The names the Requester reconcilers report and write under.
+pub const IDENTITY: Identity = Identity {
+    reporter: REPORTER,
+    manager: api::names::REQUESTER_MANAGER,
+};
+
+/// What the Requester controller needs from the manager: the context every
+/// reconciler has (its fields read through, as `ctx.client`), plus the
+/// markets and the timing of the contract lifecycle.
+#[derive(Debug)]
 pub struct Context {
-    /// The API client.
-    pub client: Client,
-    /// The injected clock: bid windows, retries, TTLs.
-    pub clock: Arc<dyn Clock>,
+    /// Client, clock, recorder, namespace, concurrency (contracts and
+    /// Requesters, separately), metrics and stop, as every reconciler's.
+    pub shared: ReconcilerContext,
     /// The markets of the Requesters (share one across restarts in tests).
     pub markets: Arc<Markets>,
-    /// The namespace of the contracts, Infras and Requester.
-    pub contract_namespace: String,
-    /// Most contracts reconciled at once (and Requesters, separately).
-    pub concurrency: u16,
-    /// Publishes Events on ComputeContracts.
-    pub recorder: Recorder,
     /// Poll and retry intervals.
     pub timing: Timing,
-    /// Reconcile timers and errors, market latency, the contract phase gauge.
-    pub metrics: Metrics,
-    /// When the controllers stop taking new work (by default SIGTERM/SIGINT).
-    pub stop: StopSignal,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("contract_namespace", &self.contract_namespace)
-            .field("concurrency", &self.concurrency)
-            .field("timing", &self.timing)
-            .finish_non_exhaustive()
+impl std::ops::Deref for Context {
+    type Target = ReconcilerContext;
+
+    fn deref(&self) -> &ReconcilerContext {
+        &self.shared
     }
 }
+
+impl std::ops::DerefMut for Context {
+    fn deref_mut(&mut self) -> &mut ReconcilerContext {
+        &mut self.shared
+    }
+}
+
 
 impl Context {
     /// A context with default concurrency (4), timing, and metrics registered
@@ -112,23 +114,16 @@ impl Context {
         markets: Arc<Markets>,
         contract_namespace: impl Into<String>,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.to_owned(),
-                instance: None,
-            },
-        );
+        Self::with_shared(IDENTITY.context(client, clock, contract_namespace), markets)
+    }
+
+    /// The Requester's context around `shared` (built from [`IDENTITY`]), with default timing.
+    #[must_use]
+    pub fn with_shared(shared: ReconcilerContext, markets: Arc<Markets>) -> Self {
         Self {
-            client,
-            clock,
+            shared,
             markets,
-            contract_namespace: contract_namespace.into(),
-            concurrency: 4,
-            recorder,
             timing: Timing::default(),
-            metrics: Metrics::default(),
-            stop: StopSignal::on_process_signal(),
         }
     }
 }
@@ -143,6 +138,12 @@ pub(crate) struct Runtime {
     /// When each Requester's status was last written.
     count_pace: count_pace::CountPace,
     ready: CacheReadiness,
+}
+
+impl Shell for Runtime {
+    fn context(&self) -> &ReconcilerContext {
+        &self.ctx.shared
+    }
 }
 
 impl Runtime {
@@ -173,15 +174,6 @@ fn requesters_of(store: &Store<Requester>, namespace: Option<String>) -> Vec<Obj
         .filter(|r| r.namespace() == namespace)
         .map(|r| ObjectRef::from_obj(r.as_ref()))
         .collect()
-}
-
-/// Logs what the controller machinery itself reports (reconcile errors are
-/// logged and counted by the error policies).
-fn log_outcome<T, E: std::fmt::Display>(result: Result<T, E>) -> futures::future::Ready<()> {
-    if let Err(error) = result {
-        tracing::debug!(%error, "requester controller");
-    }
-    futures::future::ready(())
 }
 
 /// The three controllers: contracts (watching Requesters), Requesters (watching
@@ -218,8 +210,12 @@ pub fn controller(
             )
             .with_config(config.clone())
             .graceful_shutdown_on(ctx.stop.signaled())
-            .run(act::reconcile_contract, act::error_policy, Arc::clone(&rt))
-            .for_each(log_outcome);
+            .run(
+                act::reconcile_contract,
+                reconciler::policy::<ComputeContract, Runtime>(CONTRACT_METRICS_LABEL),
+                Arc::clone(&rt),
+            )
+            .for_each(reconciler::log_outcome(CONTRACT_METRICS_LABEL));
     let by_contract = caches.requesters.store();
     let by_infra = caches.requesters.store();
     let requesters =
@@ -239,18 +235,22 @@ pub fn controller(
             .graceful_shutdown_on(ctx.stop.signaled())
             .run(
                 root::reconcile_requester,
-                root::error_policy,
+                reconciler::policy::<Requester, Runtime>(ROOT_METRICS_LABEL),
                 Arc::clone(&rt),
             )
-            .for_each(log_outcome);
+            .for_each(reconciler::log_outcome(ROOT_METRICS_LABEL));
     let ignored = Controller::for_shared_stream(
         caches.outside_requesters.subscribe(),
         caches.outside_requesters.store(),
     )
     .with_config(Config::default().concurrency(1))
     .graceful_shutdown_on(ctx.stop.signaled())
-    .run(ignored::reconcile, ignored::error_policy, rt)
-    .for_each(log_outcome);
+    .run(
+        ignored::reconcile,
+        reconciler::policy::<Requester, Runtime>(ignored::METRICS_LABEL),
+        rt,
+    )
+    .for_each(reconciler::log_outcome(ignored::METRICS_LABEL));
     async move {
         futures::join!(contracts, requesters, ignored);
     }

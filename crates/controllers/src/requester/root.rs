@@ -31,15 +31,15 @@ use std::time::Duration;
 use api::{ComputeContract, ConditionStatus as S, Infra, Requester, RequesterStatus, names};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::Runtime;
 use super::conditions as cond;
 use super::markets::select_requester;
 use super::ttl::finished_without_guest;
+use crate::Result;
 use crate::market_adapter::Readiness;
 use crate::write::{self, Seen};
-use crate::{Error, Result};
 
 /// How often a deleting Requester checks on its Infras and contracts.
 const CLEANUP_POLL: Duration = Duration::from_secs(2);
@@ -119,7 +119,7 @@ fn contracts_in(rt: &Runtime, namespace: &str) -> Vec<Arc<ComputeContract>> {
 
 /// The status of a Requester that is not being deleted.
 async fn live_status(requester: &Requester, rt: &Runtime, namespace: &str) -> RequesterStatus {
-    let now = crate::time::now(rt.ctx.clock.as_ref());
+    let now = rt.ctx.now();
     let mut status = requester.status.clone().unwrap_or_default();
     status.observed_generation = requester.metadata.generation;
     let contracts: usize = rt
@@ -250,7 +250,7 @@ async fn cleanup(requester: &Requester, rt: &Runtime, namespace: &str) -> Result
             contracts.len()
         ),
         requester.metadata.generation,
-        crate::time::now(rt.ctx.clock.as_ref()),
+        rt.ctx.now(),
     );
     write_status_if_changed(client, requester, status).await?;
     if !infras.is_empty() || !contracts.is_empty() {
@@ -278,17 +278,6 @@ pub(super) async fn write_status_if_changed(
         write::replace_status(client, MANAGER, requester, status).await?;
     }
     Ok(())
-}
-
-/// Logs a failed reconcile and requeues after the error's own delay.
-pub(super) fn error_policy(requester: Arc<Requester>, error: &Error, rt: Arc<Runtime>) -> Action {
-    rt.ctx
-        .metrics
-        .reconcile_failed(super::ROOT_METRICS_LABEL, error.category());
-    if !error.is_conflict() {
-        warn!(requester = %requester.name_any(), category = error.category(), %error, "reconcile failed");
-    }
-    Action::requeue(error.retry_after())
 }
 
 #[cfg(test)]

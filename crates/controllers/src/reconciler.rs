@@ -1,0 +1,158 @@
+//! The shell every reconciler runs in: what it needs from the manager
+//! ([`ReconcilerContext`]), what happens when a reconcile fails
+//! ([`error_policy`]) and how the controller machinery's own outcomes are
+//! logged ([`log_outcome`]). The Infra, NodeClaim and Requester reconcilers
+//! share it; the Requester's context adds its markets and timing.
+
+use std::sync::Arc;
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Client, Resource};
+
+use crate::metrics::Metrics;
+use crate::{Clock, Error, StopSignal};
+
+/// Who a reconciler is: the names it reports and writes under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The name Events are reported under (`socialweb-<controller>`).
+    pub reporter: &'static str,
+    /// The field manager of every write (`api::names::*_MANAGER`).
+    pub manager: &'static str,
+}
+
+impl Identity {
+    /// A context for this reconciler: see [`ReconcilerContext::new`].
+    #[must_use]
+    pub fn context(
+        self,
+        client: Client,
+        clock: Arc<dyn Clock>,
+        contract_namespace: impl Into<String>,
+    ) -> ReconcilerContext {
+        ReconcilerContext::new(client, clock, contract_namespace, self)
+    }
+}
+
+/// The client, clock, Event recorder, namespace, concurrency and metrics of one reconciler.
+pub struct ReconcilerContext {
+    /// The Kubernetes client writes go through.
+    pub client: Client,
+    /// Where time comes from (condition transition times, graces).
+    pub clock: Arc<dyn Clock>,
+    /// Publishes events.k8s.io/v1 Events under the reconciler's reporter name.
+    pub recorder: Recorder,
+    /// The names the reconciler reports, writes and counts under.
+    pub identity: Identity,
+    /// Where Infras, ComputeContracts and join Secrets live.
+    pub contract_namespace: String,
+    /// How many keys are reconciled at once.
+    pub concurrency: u16,
+    /// Reconcile counts, durations and errors; metrics registered nowhere
+    /// until the manager sets its own.
+    pub metrics: Metrics,
+    /// When the controller stops taking new work (by default SIGTERM/SIGINT).
+    pub stop: StopSignal,
+}
+
+impl std::fmt::Debug for ReconcilerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (who, namespace) = (self.identity.reporter, &self.contract_namespace);
+        write!(f, "ReconcilerContext({who} in {namespace}, {} at once)", self.concurrency)
+    }
+}
+
+impl ReconcilerContext {
+    /// A context for `identity`, with a concurrency of 4, metrics registered
+    /// nowhere and the process's signals as its stop (the manager sets its own
+    /// with [`Self::configured`]).
+    #[must_use]
+    pub fn new(
+        client: Client,
+        clock: Arc<dyn Clock>,
+        contract_namespace: impl Into<String>,
+        identity: Identity,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: identity.reporter.to_owned(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            clock,
+            identity,
+            contract_namespace: contract_namespace.into(),
+            concurrency: 4,
+            metrics: Metrics::default(),
+            stop: StopSignal::on_process_signal(),
+        }
+    }
+
+    /// The same context reconciling `concurrency` keys at once, counting into
+    /// `metrics` and stopping on `stop`: how the manager configures every reconciler.
+    #[must_use]
+    pub fn configured(mut self, concurrency: u16, metrics: Metrics, stop: StopSignal) -> Self {
+        self.concurrency = concurrency;
+        self.metrics = metrics;
+        self.stop = stop;
+        self
+    }
+
+    /// The current time of the injected clock.
+    #[must_use]
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        crate::time::now(self.clock.as_ref())
+    }
+}
+
+/// Counts a failed reconcile of the reconciler `label` by its error's
+/// category, logs it (a conflict only at debug: a race lost, not a fault) and
+/// requeues after the error's own delay. Every reconciler's error policy is this one.
+pub fn error_policy<K: Resource>(
+    metrics: &Metrics,
+    label: &'static str,
+    object: &K,
+    error: &Error,
+) -> Action {
+    metrics.reconcile_failed(label, error.category());
+    let name = object.meta().name.as_deref().unwrap_or_default();
+    let namespace = object.meta().namespace.as_deref().unwrap_or_default();
+    if error.is_conflict() {
+        tracing::debug!(controller = label, %namespace, %name, %error, "conflict; requeue");
+    } else {
+        tracing::warn!(controller = label, %namespace, %name, category = error.category(), %error, "reconcile failed");
+    }
+    Action::requeue(error.retry_after())
+}
+
+/// What a reconciler's runtime state gives the shell: its context.
+pub trait Shell: Send + Sync + 'static {
+    /// The context of the reconciler.
+    fn context(&self) -> &ReconcilerContext;
+}
+
+/// [`error_policy`] for the reconciler `label`, in the shape `Controller::run` takes.
+pub fn policy<K, S>(label: &'static str) -> impl Fn(Arc<K>, &Error, Arc<S>) -> Action
+where
+    K: Resource,
+    S: Shell,
+{
+    move |object, error, state| {
+        error_policy(&state.context().metrics, label, object.as_ref(), error)
+    }
+}
+
+/// Logs what the controller machinery itself reports for `label` (a
+/// reconcile's own errors are counted and logged by [`error_policy`]).
+pub fn log_outcome<T, E: std::fmt::Display>(
+    label: &'static str,
+) -> impl FnMut(Result<T, E>) -> futures::future::Ready<()> {
+    move |result| {
+        if let Err(error) = result {
+            tracing::debug!(controller = label, %error, "controller");
+        }
+        futures::future::ready(())
+    }
+}
