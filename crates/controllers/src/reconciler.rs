@@ -59,7 +59,11 @@ pub struct ReconcilerContext {
 impl std::fmt::Debug for ReconcilerContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (who, namespace) = (self.identity.reporter, &self.contract_namespace);
-        write!(f, "ReconcilerContext({who} in {namespace}, {} at once)", self.concurrency)
+        write!(
+            f,
+            "ReconcilerContext({who} in {namespace}, {} at once)",
+            self.concurrency
+        )
     }
 }
 

@@ -266,7 +266,7 @@ async fn a_node_entry_naming_no_claim_is_not_rented_and_says_so() {
     let client = server.client();
     install(&client).await;
     let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(context(client.clone(), Arc::new(SystemClock), NS));
+    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
     let controller = tokio::spawn(infra::controller(ctx, &caches));
     let reflectors = tokio::spawn(caches.run());
     let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeSet;
 
-use api::names::INFRA_MANAGER;
+use super::IDENTITY;
 use api::{ComputeContract, Infra};
 use kube::{Resource, ResourceExt};
 
@@ -63,7 +63,7 @@ async fn write(
     let mut first_error = None;
     for contract in plan.apply.iter().chain(&plan.release) {
         let name = contract.name_any();
-        match write::apply(client, INFRA_MANAGER, contract).await {
+        match write::apply(client, IDENTITY.manager, contract).await {
             Ok(_) => {
                 tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
                 written.applied.insert(name);
@@ -97,7 +97,7 @@ async fn write(
     // time. Without it a long list of contracts already gone never shrinks.
     if let Some(status) = &plan.status
         && let Err(error) =
-            write::replace_status(client, INFRA_MANAGER, infra, status.clone()).await
+            write::replace_status(client, IDENTITY.manager, infra, status.clone()).await
     {
         first_error.get_or_insert(error);
     }

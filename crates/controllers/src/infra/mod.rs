@@ -39,11 +39,11 @@ use futures::StreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::Store;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use crate::cache::{CacheReadiness, Indexes, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
-use crate::{Clock, Error, Result};
+use crate::{Error, Result};
 use decide::InfraPlan;
 
 /// The `controller` label of this reconciler's metrics.

@@ -20,7 +20,7 @@
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
 
-use api::names::{CLUSTER_FINALIZER, NODECLAIM_FINALIZER, NODECLAIM_MANAGER};
+use api::names::{CLUSTER_FINALIZER, NODECLAIM_FINALIZER};
 use api::{Cluster, Infra, NodeClaim, NodeClaimPhase};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::{Event, EventType};
@@ -37,7 +37,7 @@ use crate::Result;
 use crate::write::{self, Finalizers};
 
 /// The field manager of every write of this reconciler.
-const MANAGER: &str = NODECLAIM_MANAGER;
+const MANAGER: &str = super::IDENTITY.manager;
 
 /// Performs `plan` for the claims in `claims` (used for Events); records the
 /// claims it wrote Failed in `failed`.

@@ -45,14 +45,14 @@ use api::names::INFRA_NAME_LABEL;
 use api::{Cluster, ComputeContract, Infra, NodeClaim, Requester};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
 
+use crate::Result;
 use crate::cache::{CacheReadiness, Indexes, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
-use crate::{Clock, Result};
 use compose::ClusterKey;
 
 /// The name the controller reports Events under.

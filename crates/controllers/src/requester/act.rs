@@ -258,7 +258,7 @@ async fn perform(
 }
 
 /// The field manager of every write of the Requester controller.
-const MANAGER: &str = names::REQUESTER_MANAGER;
+const MANAGER: &str = super::IDENTITY.manager;
 
 /// Records the receipt in the annotation (a merge patch of that key alone,
 /// guarded by the resourceVersion read); `None` when the contract is gone.

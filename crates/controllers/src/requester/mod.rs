@@ -103,7 +103,6 @@ impl std::ops::DerefMut for Context {
     }
 }
 
-
 impl Context {
     /// A context with default concurrency (4), timing, and metrics registered
     /// nowhere (set `metrics` to the manager's to export them).

@@ -265,7 +265,7 @@ async fn cleanup(requester: &Requester, rt: &Runtime, namespace: &str) -> Result
 }
 
 /// The field manager of every write of the Requester controller.
-const MANAGER: &str = names::REQUESTER_MANAGER;
+const MANAGER: &str = super::IDENTITY.manager;
 
 /// Replaces the Requester's status when it differs, guarded by the
 /// resourceVersion read (a stale decision is a 409); a Requester gone is fine.

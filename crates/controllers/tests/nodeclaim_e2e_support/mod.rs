@@ -80,12 +80,10 @@ impl Env {
             requester::Context::new(client.clone(), Arc::clone(clock), markets, CONTRACT_NS);
         requester_ctx.timing = fast_timing();
         let caches = SharedCaches::new(client.clone(), CONTRACT_NS);
-        let infra_ctx = Arc::new(infra::IDENTITY.context(
-            client.clone(),
-            Arc::clone(clock),
-            CONTRACT_NS,
-        ));
-        let mut claim_ctx = nodeclaim::IDENTITY.context(client.clone(), Arc::clone(clock), CONTRACT_NS);
+        let infra_ctx =
+            Arc::new(infra::IDENTITY.context(client.clone(), Arc::clone(clock), CONTRACT_NS));
+        let mut claim_ctx =
+            nodeclaim::IDENTITY.context(client.clone(), Arc::clone(clock), CONTRACT_NS);
         claim_ctx.metrics = self.metrics.clone();
         let claim_ctx = Arc::new(claim_ctx);
         let infra_run = infra::controller(infra_ctx, &caches);
