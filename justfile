@@ -48,3 +48,7 @@ bench-apiserver *ARGS:
 # CPU per node (--curve, --throughput, --latency, --external: see the example's docs).
 bench-scale *ARGS:
     cargo run --release -p manager --example bench_scale -- {{ARGS}}
+
+# The long chaos scenario: claims 0 -> 200 -> 50 -> 0 under API faults, compactions and SIGKILLs of the manager and the API server; prints its figures.
+chaos:
+    cargo nextest run --workspace --run-ignored only -E 'binary(chaos) & test(chaos_long)' --no-capture

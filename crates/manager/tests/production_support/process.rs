@@ -62,6 +62,16 @@ impl ManagerProcess {
         assert!(status.success(), "kill -TERM failed: {status}");
     }
 
+    /// SIGKILL, as the OOM killer or a node failure: no shutdown, no Lease release.
+    /// Returns once the process is reaped and its output drained.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for reader in self.readers.drain(..) {
+            reader.join().unwrap();
+        }
+    }
+
     /// The exit status, or `None` if it is still running after `within`.
     pub async fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + within;

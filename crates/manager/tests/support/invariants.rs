@@ -14,7 +14,7 @@ use apiserver::testing::HistoryEntry;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use market::{ContractKey, Receipt};
+use market::{ContractKey, LocalMarket, Receipt};
 
 use super::{CONTRACT_NS, Env};
 
@@ -194,8 +194,8 @@ pub fn deleted_only_when_released(history: &[HistoryEntry]) {
     }
 }
 
-/// Invariant 5 (no second RFP): each contract published at most once, unless it went Failed.
-pub fn published_at_most_once(env: &Env, history: &[HistoryEntry]) {
+/// The names of the ComputeContracts written, and of those that went Failed.
+fn contracts_and_failed(history: &[HistoryEntry]) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut failed = BTreeSet::new();
     let mut names = BTreeSet::new();
     for e in contracts_in(history) {
@@ -204,7 +204,13 @@ pub fn published_at_most_once(env: &Env, history: &[HistoryEntry]) {
             failed.insert(e.name.clone());
         }
     }
+    (names, failed)
+}
+
+/// Invariant 5 (no second RFP): each contract published at most once, unless it went Failed.
+pub fn published_at_most_once(env: &Env, history: &[HistoryEntry]) {
     if let Some(atproto) = &env.atproto {
+        let (names, failed) = contracts_and_failed(history);
         // The records name no contract (they are public): count them all.
         // A contract that never failed publishes one request, ever.
         let rfps = atproto.rfps();
@@ -217,13 +223,25 @@ pub fn published_at_most_once(env: &Env, history: &[HistoryEntry]) {
         rented_once(env, history);
         return;
     }
+    published_and_rented_at_most_once(&env.market, history);
+}
+
+/// Invariant 5 at a local market (no second RFP, no second machine): each contract
+/// published at most once and rented at most one guest, unless it went Failed. The
+/// market may be one opened on the state directory of manager processes.
+pub fn published_and_rented_at_most_once(market: &LocalMarket, history: &[HistoryEntry]) {
+    let (names, failed) = contracts_and_failed(history);
     for name in names {
-        let rfps = env
-            .market
-            .rfps_published(&ContractKey::new(CONTRACT_NS, &name));
+        let key = ContractKey::new(CONTRACT_NS, &name);
+        let rfps = market.rfps_published(&key);
         assert!(
             rfps <= 1 || failed.contains(&name),
             "ComputeContract {name} published {rfps} times"
+        );
+        let guests = market.guests_rented(&key);
+        assert!(
+            guests <= 1 || failed.contains(&name),
+            "ComputeContract {name} rented {guests} machines"
         );
     }
 }
@@ -380,6 +398,51 @@ pub async fn assert_cluster_gone(env: &Env, ns: &str, name: &str) {
             receipt.uri
         );
     }
+}
+
+/// Invariant 4 for the whole contract namespace: no Infra, ComputeContract or join
+/// Secret is left, and the market runs no guest. For the end of a scenario that
+/// deleted everything it made.
+pub async fn assert_nothing_left(client: &kube::Client, market: &LocalMarket) {
+    let infras: Api<Infra> = Api::namespaced(client.clone(), CONTRACT_NS);
+    let contracts: Api<api::ComputeContract> = Api::namespaced(client.clone(), CONTRACT_NS);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), CONTRACT_NS);
+    let all = ListParams::default();
+    let infras_left: Vec<String> = infras
+        .list_metadata(&all)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(infras_left.is_empty(), "Infras left: {infras_left:?}");
+    let contracts_left: Vec<String> = contracts
+        .list_metadata(&all)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(
+        contracts_left.is_empty(),
+        "ComputeContracts left: {contracts_left:?}"
+    );
+    let join_secrets: Vec<String> = secrets
+        .list(&all)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|s| s.type_.as_deref() == Some(JOIN_SECRET_TYPE))
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(
+        join_secrets.is_empty(),
+        "join Secrets left: {join_secrets:?}"
+    );
+    assert_eq!(market.running_guests(), 0, "guests still running");
 }
 
 /// The receipts of the ComputeContracts (of one Infra, or all) ever written, by contract name.
