@@ -110,6 +110,18 @@ async fn scale_down_one_stops_its_machine_and_keeps_the_other() {
     let machines_a = atproto.machines_of(&receipts[&name_a]);
     assert_eq!(machines_a.len(), 1);
     assert!(!machines_a[0].running, "the release stopped its machine");
+    // All the protocol gives: the provider acknowledged it.
+    let reason = history
+        .iter()
+        .filter(|e| released(e, &name_a))
+        .find_map(|e| {
+            e.object()["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Released")
+                .map(|c| c["reason"].clone())
+        });
+    assert_eq!(reason, Some(serde_json::json!("ReleaseAcknowledged")));
     let machines_b = atproto.machines_of(&receipts[&before_b.name_any()]);
     assert!(machines_b[0].running, "the other machine is untouched");
     let after_b = env.contract_of(&b).await.unwrap();

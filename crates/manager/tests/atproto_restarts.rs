@@ -10,8 +10,9 @@ mod support;
 use api::ComputeContractPhase;
 use atproto::market as m;
 use atproto_fake::{Fault, Service};
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use support::atproto_market::three_bidders;
 use support::invariants::{assert_all, receipts_of};
@@ -218,13 +219,113 @@ async fn a_bidder_restart_keeps_its_guests_deployed_and_rents_on() {
     let counters = restarted.counters();
     assert!(counters.deletes_ignored >= 1, "{counters:?}");
     assert_eq!(counters.machines_stopped, 0, "{counters:?}");
-    let receipt = receipts_of(&env.server.history(), None)[&name_a].clone();
+    let history = env.server.history();
+    let receipt = receipts_of(&history, None)[&name_a].clone();
     assert!(env.atproto_env().machines_of(&receipt)[0].running);
     assert_eq!(
         machines_started(&env),
         3,
         "one machine per claim, never two"
     );
+    // A bidder restarted at the same endpoint leaves no trace in its
+    // repository, so the release says what it is: acknowledged.
+    assert_eq!(
+        released_reason(&history, &name_a).as_deref(),
+        Some("ReleaseAcknowledged")
+    );
+    assert_eq!(
+        env.metric(r#"socialweb_contract_releases_total{outcome="acknowledged"}"#),
+        Some(1.0)
+    );
+}
+
+/// The reason of the first `Released=True` condition `name` carried, and its message.
+fn released_condition(
+    history: &[apiserver::testing::HistoryEntry],
+    name: &str,
+) -> Option<(String, String)> {
+    history
+        .iter()
+        .filter(|e| e.resource.ends_with("/computecontracts") && e.name == name)
+        .find_map(|e| {
+            let conditions = e.object()["status"]["conditions"].as_array()?.clone();
+            conditions.iter().find_map(|c| {
+                (c["type"] == "Released" && c["status"] == "True").then(|| {
+                    (
+                        c["reason"].as_str().unwrap_or_default().to_owned(),
+                        c["message"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+            })
+        })
+}
+
+fn released_reason(history: &[apiserver::testing::HistoryEntry], name: &str) -> Option<String> {
+    released_condition(history, name).map(|(reason, _)| reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_lost_by_a_bidder_restart_is_reported_unconfirmed() {
+    let env = Env::start_atproto(&three_bidders()).await;
+    let claim = one_claim(&env).await;
+    env.wait_joined(NS, &["worker-a"]).await;
+    let contract = env.contract_of(&claim).await.unwrap();
+    let name = contract.name_any();
+    let winner = contract.status.unwrap().winner.unwrap().bidder;
+    let restarted = env
+        .atproto_env()
+        .bidders()
+        .iter()
+        .find(|b| b.did() == winner)
+        .unwrap()
+        .clone();
+    // As the reference's hono-bidder restarts: a new endpoint (a new ingress
+    // per process), its offering rewritten to name it, the contracts forgotten.
+    let old = restarted.url();
+    let new = restarted.restart_on_new_endpoint().await.unwrap();
+    env.claims(NS)
+        .delete("worker-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_gone(&env.claims(NS), "worker-a").await;
+    env.atproto_env().quiet().await;
+
+    let history = env.server.history();
+    let receipt = receipts_of(&history, None)[&name].clone();
+    let (reason, message) = released_condition(&history, &name).expect("the contract was released");
+    assert_eq!(reason, "ReleaseUnconfirmed", "{message}");
+    for named in [
+        winner.as_str(),
+        receipt.uri.as_str(),
+        old.as_str(),
+        new.as_str(),
+    ] {
+        assert!(message.contains(named), "{named} in {message}");
+    }
+    let events: Api<Event> = Api::namespaced(env.client.clone(), support::CONTRACT_NS);
+    eventually("a Warning Event about the lost release", || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("ReleaseUnconfirmed")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                    && e.note.as_deref().is_some_and(|n| n.contains(&receipt.uri))
+            })
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        env.metric(r#"socialweb_contract_releases_total{outcome="unconfirmed"}"#),
+        Some(1.0)
+    );
+    // The machine runs on: only its provider can stop it, as the message says.
+    let counters = restarted.counters();
+    assert_eq!(counters.machines_stopped, 0, "{counters:?}");
+    assert!(counters.deletes_ignored >= 1, "{counters:?}");
+    assert!(env.atproto_env().machines_of(&receipt)[0].running);
+    assert_eq!(machines_started(&env), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,13 @@ pub struct MarketLabels {
     pub operation: &'static str,
 }
 
+/// Labels of the finished-release counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReleaseLabels {
+    /// What the market could say: `confirmed`, `acknowledged`, `unconfirmed`, `nothing_rented`.
+    pub outcome: &'static str,
+}
+
 /// The label value of a contract without a phase yet.
 pub const PHASE_UNSET: &str = "Unset";
 
@@ -145,6 +152,7 @@ pub struct Metrics {
     nodeclaim_to_deployed: Histogram,
     nodeclaim_to_joined: Histogram,
     leader: Gauge,
+    contract_releases: Family<ReleaseLabels, Counter>,
     cache_undecodable: Family<KindLabels, Gauge>,
     cache_decode_failures: Family<KindLabels, Counter>,
 }
@@ -168,6 +176,7 @@ impl Metrics {
             nodeclaim_to_deployed: Buckets::PROVISIONING.histogram(),
             nodeclaim_to_joined: Buckets::PROVISIONING.histogram(),
             leader: Gauge::default(),
+            contract_releases: Family::default(),
             cache_undecodable: Family::default(),
             cache_decode_failures: Family::default(),
         };
@@ -216,6 +225,11 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader lease and runs the reconcilers, else 0",
             metrics.leader.clone(),
+        );
+        registry.register(
+            "contract_releases",
+            "ComputeContract releases finished, by what the market could say (confirmed, acknowledged, unconfirmed: the provider's records show the release was lost and the machine may still run; nothing_rented)",
+            metrics.contract_releases.clone(),
         );
         registry.register(
             "cache_undecodable_objects",
@@ -334,6 +348,13 @@ impl Metrics {
     pub fn decode_failed(&self, kind: &'static str) {
         self.cache_decode_failures
             .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// Counts a finished release by its outcome label (see [`ReleaseLabels`]).
+    pub fn contract_released(&self, outcome: &'static str) {
+        self.contract_releases
+            .get_or_create(&ReleaseLabels { outcome })
             .inc();
     }
 

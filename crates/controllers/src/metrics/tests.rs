@@ -307,3 +307,26 @@ fn undecodable_objects_are_counted_by_kind() {
         Some(0.0)
     );
 }
+
+#[test]
+fn finished_releases_are_counted_by_what_the_market_could_say() {
+    let (registry, metrics) = setup();
+    metrics.contract_released("acknowledged");
+    metrics.contract_released("acknowledged");
+    metrics.contract_released("unconfirmed");
+    let out = text(&registry);
+    assert_eq!(
+        sample(
+            &out,
+            r#"socialweb_contract_releases_total{outcome="acknowledged"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &out,
+            r#"socialweb_contract_releases_total{outcome="unconfirmed"}"#
+        ),
+        Some(1.0)
+    );
+}

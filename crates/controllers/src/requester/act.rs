@@ -17,7 +17,8 @@ use tracing::{debug, info, warn};
 
 use super::Runtime;
 use super::decide::{
-    Command, Inputs, MarketFailure, MarketView, Observation, Operation, decide, transition_event,
+    Command, Inputs, MarketFailure, MarketView, Observation, Operation, decide, release_finished,
+    transition_event,
 };
 use super::markets::{MarketHandle, select_requester};
 use super::ttl::{self, Ttl};
@@ -90,6 +91,9 @@ pub(super) async fn reconcile_contract(
             current = written;
             if let Some(note) = transition_event(old.as_ref(), &step.status) {
                 publish_event(&rt, &current, note).await;
+            }
+            if let Some(outcome) = release_finished(old.as_ref(), &step.status) {
+                ctx.metrics.contract_released(outcome);
             }
         }
         if step.remove_finalizer {
@@ -242,7 +246,7 @@ async fn perform(
         Command::Release(receipt) => match market.release(&to_market(&receipt)).await {
             Ok(outcome) => {
                 info!(uri = %receipt.uri, ?outcome, "release sent");
-                Observation::ReleaseSent
+                Observation::ReleaseSent(outcome)
             }
             Err(error) => failed(operation, &error),
         },

@@ -9,7 +9,11 @@
 //! - `Deployed`: False while the guest boots (or when it failed), True once it is
 //!   on the network.
 //! - `Released`: present once the guest must go: False while the release is
-//!   sent or retried, True once the market confirmed the guest is gone.
+//!   sent or retried, True once it is done, its reason saying how far the
+//!   market could tell: `GuestGone` (confirmed gone), `ReleaseAcknowledged`
+//!   (the provider took it; the protocol confirms nothing more) or
+//!   `ReleaseUnconfirmed` (the provider took it, but its records show it was
+//!   lost: a person must ask the provider to stop the machine).
 //! - `Ready`: derived; True only in phase Deployed.
 
 use api::{Condition, ConditionStatus, set_condition};
@@ -65,6 +69,13 @@ pub const RELEASING: &str = "Releasing";
 pub const RELEASE_FAILED: &str = "ReleaseFailed";
 /// Reason: the market confirmed the guest is gone.
 pub const GUEST_GONE: &str = "GuestGone";
+/// Reason: the provider acknowledged the release and nothing since says the
+/// guest runs; the market has no confirmation (the atproto market).
+pub const RELEASE_ACKNOWLEDGED: &str = "ReleaseAcknowledged";
+/// Reason: the provider acknowledged the release but the market sees it was
+/// lost (the provider restarted and forgot the contract, or the guest still
+/// reports); the machine may run on until a person has the provider stop it.
+pub const RELEASE_UNCONFIRMED: &str = "ReleaseUnconfirmed";
 /// Reason: nothing was rented, so there is nothing to release.
 pub const NOTHING_RENTED: &str = "NothingRented";
 /// Reason: the market refuses the request as it is; the spec must change.

@@ -19,8 +19,11 @@
 //! - A contract with a receipt and a release request gets [`Command::Release`]
 //!   until the market confirms the guest is gone; failures back off and stay
 //!   visible in the `Released` condition and the message.
-//! - Phase Released is only reached when nothing was rented or the market
-//!   confirmed the guest is gone.
+//! - Phase Released is only reached when nothing was rented, or the market
+//!   confirmed the guest is gone, or acknowledged its release (the
+//!   `Released` reason says which: `GuestGone`, `ReleaseAcknowledged`, or
+//!   `ReleaseUnconfirmed` when the provider's records show the release was
+//!   lost, which a Warning Event reports).
 //! - A contract being deleted (it has a deletionTimestamp) is a release
 //!   request like `spec.release`; [`Step::remove_finalizer`] is set only in a
 //!   step whose status says Released, so the object goes only once its guest
@@ -37,7 +40,7 @@ use chrono::{DateTime, Utc};
 use market::Bid;
 
 use super::conditions as cond;
-pub use super::events::{EventNote, transition_event};
+pub use super::events::{EventNote, release_finished, transition_event};
 pub use super::lifecycle::{
     Command, FailureKind, MarketFailure, MarketView, Observation, Operation, Timing,
 };
@@ -271,10 +274,18 @@ impl<'a> Draft<'a> {
         // its release, so a contract deleted while no Requester runs is not held.
         if self.guest_confirmed_gone() {
             if release {
-                self.released(
-                    cond::GUEST_GONE,
-                    &format!("released: the guest {} is gone", receipt.uri),
-                );
+                // The release is done (a failed guest's, before it had to go):
+                // its reason says how far the market could tell, and stays.
+                let done = api::find_condition(&self.status.conditions, cond::RELEASED)
+                    .map(|c| (c.reason.clone(), c.message.clone()))
+                    .filter(|(reason, _)| reason != cond::GUEST_GONE);
+                let (reason, message) = done.unwrap_or_else(|| {
+                    (
+                        cond::GUEST_GONE.to_owned(),
+                        format!("released: the guest {} is gone", receipt.uri),
+                    )
+                });
+                self.released(&reason, &message);
             }
             return Next::Wait(None);
         }

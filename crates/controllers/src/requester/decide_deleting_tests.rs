@@ -22,7 +22,12 @@ fn a_deleted_deployed_contract_releases_its_guest_before_it_lets_go() {
     assert_eq!(s.command, Some(Command::Release(receipt())));
     assert!(!s.remove_finalizer, "the guest still runs");
     let c = apply(&c, &s);
-    let s = step(&c, &ready(), t0() + secs(20), Observation::ReleaseSent);
+    let s = step(
+        &c,
+        &ready(),
+        t0() + secs(20),
+        Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
+    );
     assert_eq!(s.status.phase, Some(Phase::Releasing));
     assert_eq!(s.command, Some(Command::Lookup(receipt())));
     assert!(!s.remove_finalizer, "the market has not confirmed it yet");

@@ -111,7 +111,7 @@ impl Model {
                 if self.guest.is_some() {
                     self.guest = Some(Guest::Released);
                 }
-                Observation::ReleaseSent
+                Observation::ReleaseSent(market::ReleaseOutcome::Confirmed)
             }
             Command::Lookup(_) => Observation::Lookup(self.info()),
             Command::Adopt(_) => fail(FailureKind::NotFound),

@@ -152,7 +152,12 @@ fn a_failed_boot_names_the_bidder_and_releases_the_guest() {
     assert_eq!(s.command, Some(Command::Release(receipt())));
     let c = apply(&c, &s);
     assert_eq!(condition(&c, cond::READY).reason, cond::BOOT_FAILED);
-    let s = step(&c, &ready(), t0() + secs(6), Observation::ReleaseSent);
+    let s = step(
+        &c,
+        &ready(),
+        t0() + secs(6),
+        Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
+    );
     assert_eq!(s.status.phase, Some(Phase::Failed));
     assert_eq!(s.command, Some(Command::Lookup(receipt())));
     let c = apply(&c, &s);
@@ -227,7 +232,12 @@ fn release_of_a_deployed_guest_is_sent_and_confirmed() {
     let s = step(&c, &ready(), t0() + secs(20), Observation::Nothing);
     assert_eq!(s.command, Some(Command::Release(receipt())));
     let c = apply(&c, &s);
-    let s = step(&c, &ready(), t0() + secs(20), Observation::ReleaseSent);
+    let s = step(
+        &c,
+        &ready(),
+        t0() + secs(20),
+        Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
+    );
     assert_eq!(s.status.phase, Some(Phase::Releasing));
     assert_eq!(s.command, Some(Command::Lookup(receipt())));
     let c = apply(&c, &s);
@@ -310,7 +320,15 @@ fn a_failed_release_stays_visible_and_is_retried_for_ever() {
         );
         now += time::chrono_duration(timing().backoff(attempt));
     }
-    let c = apply(&c, &step(&c, &ready(), now, Observation::ReleaseSent));
+    let c = apply(
+        &c,
+        &step(
+            &c,
+            &ready(),
+            now,
+            Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
+        ),
+    );
     assert_eq!(phase(&c), Some(Phase::Releasing));
     let c = apply(&c, &step(&c, &ready(), now, Observation::Lookup(None)));
     assert_eq!(phase(&c), Some(Phase::Released));

@@ -16,8 +16,9 @@ pub struct EventNote {
 }
 
 /// The Event a status change deserves, if any: only what a person acts on, a
-/// Warning when the contract goes Failed (its reason says why and what to do)
-/// and one for every failed release attempt. The steps of a contract that goes
+/// Warning when the contract goes Failed (its reason says why and what to do),
+/// one for every failed release attempt, and one when a release turns out
+/// lost (`ReleaseUnconfirmed`: the machine may still run). The steps of a contract that goes
 /// well (RFP published, bid accepted, Deployed, released) are in its phase and
 /// conditions, not in Events: they were two thirds of a node's API writes.
 #[must_use]
@@ -27,6 +28,20 @@ pub fn transition_event(
 ) -> Option<EventNote> {
     let old_phase = old.and_then(|s| s.phase);
     let note = new.message.clone().unwrap_or_default();
+    let unconfirmed = |s: &ComputeContractStatus| {
+        api::find_condition(&s.conditions, cond::RELEASED)
+            .filter(|c| c.reason == cond::RELEASE_UNCONFIRMED)
+            .map(|c| c.message.clone())
+    };
+    if let Some(message) = unconfirmed(new)
+        && old.and_then(unconfirmed).is_none()
+    {
+        return Some(EventNote {
+            warning: true,
+            reason: cond::RELEASE_UNCONFIRMED.to_owned(),
+            note: message,
+        });
+    }
     let release_failed = |s: &ComputeContractStatus| {
         api::find_condition(&s.conditions, cond::RELEASED)
             .filter(|c| c.reason == cond::RELEASE_FAILED)
@@ -51,5 +66,29 @@ pub fn transition_event(
         warning: true,
         reason: reason.to_owned(),
         note,
+    })
+}
+
+/// The metric label of a release that finished in this status change: the
+/// `Released` condition turned True, or True with another reason.
+#[must_use]
+pub fn release_finished(
+    old: Option<&ComputeContractStatus>,
+    new: &ComputeContractStatus,
+) -> Option<&'static str> {
+    let finished = |s: &ComputeContractStatus| {
+        api::find_condition(&s.conditions, cond::RELEASED)
+            .filter(|c| c.is_true())
+            .map(|c| c.reason.clone())
+    };
+    let reason = finished(new)?;
+    if old.and_then(finished).as_ref() == Some(&reason) {
+        return None;
+    }
+    Some(match reason.as_str() {
+        cond::RELEASE_ACKNOWLEDGED => "acknowledged",
+        cond::RELEASE_UNCONFIRMED => "unconfirmed",
+        cond::NOTHING_RENTED => "nothing_rented",
+        _ => "confirmed",
     })
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use api::Receipt;
-use market::{Bid, GuestInfo, GuestStatus};
+use market::{Bid, GuestInfo, GuestStatus, ReleaseOutcome};
 
 /// How long the contract controller waits between polls and retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,8 +179,8 @@ pub enum Observation {
     },
     /// What the provider says about the guest.
     Guest(GuestStatus),
-    /// The release was sent.
-    ReleaseSent,
+    /// The release was sent, and what the market could say about it.
+    ReleaseSent(ReleaseOutcome),
     /// The guest as the market knows it; `None` = gone.
     Lookup(Option<GuestInfo>),
     /// The guest of `spec.adopt` was taken over.

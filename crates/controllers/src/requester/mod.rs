@@ -40,6 +40,8 @@ mod decide_edge_tests;
 #[cfg(test)]
 mod decide_props;
 #[cfg(test)]
+mod decide_release_tests;
+#[cfg(test)]
 mod decide_tests;
 #[cfg(test)]
 mod error_policy_tests;

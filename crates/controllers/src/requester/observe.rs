@@ -2,7 +2,7 @@
 //! last command and turns it into the new status and the next command.
 
 use api::{ComputeContractPhase as Phase, ConditionStatus as S, Guest};
-use market::{Bid, GuestInfo, GuestStatus, cheapest};
+use market::{Bid, GuestInfo, GuestStatus, ReleaseOutcome, cheapest};
 
 use super::conditions as cond;
 use super::decide::{
@@ -44,7 +44,7 @@ impl Draft<'_> {
                 }
             }
             Observation::Guest(status) => self.guest_report(&status),
-            Observation::ReleaseSent => self.release_sent(),
+            Observation::ReleaseSent(outcome) => self.release_sent(&outcome),
             Observation::Lookup(None) => self.gone(),
             Observation::Lookup(Some(info)) => self.looked_up(&info),
             Observation::Failed { operation, failure } => self.failed(operation, &failure),
@@ -252,18 +252,44 @@ impl Draft<'_> {
         self.guest_report(&info.status)
     }
 
-    fn release_sent(&mut self) -> Next {
-        let uri = self
-            .receipt
+    fn receipt_uri(&self) -> String {
+        self.receipt
             .as_ref()
             .map(|r| r.uri.clone())
-            .unwrap_or_default();
-        let message = format!(
-            "the release of the guest {uri} is sent; waiting for the market to confirm it is gone"
-        );
+            .unwrap_or_default()
+    }
+
+    /// The release went out: a market that confirms is asked whether the
+    /// guest is gone; an acknowledged release is looked up once more (a
+    /// guest that still reports says it was lost); a lost one is done, and
+    /// says so (sending it again reaches nobody who knows the guest).
+    fn release_sent(&mut self, outcome: &ReleaseOutcome) -> Next {
+        let uri = self.receipt_uri();
         self.status.attempts = None;
         self.status.next_attempt_at = None;
-        self.set(cond::RELEASED, S::False, cond::RELEASING, &message);
+        let (reason, message) = match outcome {
+            ReleaseOutcome::Confirmed => (
+                cond::RELEASING,
+                format!(
+                    "the release of the guest {uri} is sent; waiting for the market to confirm it is gone"
+                ),
+            ),
+            ReleaseOutcome::Acknowledged => (
+                cond::RELEASE_ACKNOWLEDGED,
+                format!(
+                    "the release of the guest {uri} is acknowledged by {}; checking that nothing says it still runs",
+                    self.provider()
+                ),
+            ),
+            ReleaseOutcome::Unconfirmed { reason } => {
+                let message = format!(
+                    "release unconfirmed: {reason}. See docs/atproto-market.md, Restarts and leader changes"
+                );
+                self.release_done(cond::RELEASE_UNCONFIRMED, &message);
+                return Next::Wait(None);
+            }
+        };
+        self.set(cond::RELEASED, S::False, reason, &message);
         if self.release_requested() {
             self.status.phase = Some(Phase::Releasing);
             self.status.completion_time = None;
@@ -275,27 +301,37 @@ impl Draft<'_> {
         }
     }
 
-    /// The market confirmed the guest is gone.
-    fn gone(&mut self) -> Next {
-        let uri = self
-            .receipt
-            .as_ref()
-            .map(|r| r.uri.clone())
-            .unwrap_or_default();
+    /// The release is done: phase Released when the guest had to go, else
+    /// (a failed guest released) the phase stays and only the condition says it.
+    fn release_done(&mut self, reason: &str, message: &str) {
         if self.release_requested() {
+            self.released(reason, message);
+        } else {
+            self.set(cond::RELEASED, S::True, reason, message);
+            self.status.attempts = None;
+            self.status.next_attempt_at = None;
+        }
+    }
+
+    /// The market says the guest is gone: confirmed, or (after an
+    /// acknowledged release) nothing says it runs.
+    fn gone(&mut self) -> Next {
+        let uri = self.receipt_uri();
+        let acknowledged = self.condition_is(cond::RELEASED, cond::RELEASE_ACKNOWLEDGED);
+        if acknowledged && (self.release_requested() || self.phase() == Phase::Failed) {
+            let message = format!(
+                "released: {} acknowledged the release of the guest {uri}; the market has no confirmation that \
+                 the machine stopped (docs/atproto-market.md)",
+                self.provider()
+            );
+            self.release_done(cond::RELEASE_ACKNOWLEDGED, &message);
+        } else if self.release_requested() {
             self.released(
                 cond::GUEST_GONE,
                 &format!("released: the guest {uri} is gone"),
             );
         } else if self.phase() == Phase::Failed {
-            self.set(
-                cond::RELEASED,
-                S::True,
-                cond::GUEST_GONE,
-                &format!("the guest {uri} is gone"),
-            );
-            self.status.attempts = None;
-            self.status.next_attempt_at = None;
+            self.release_done(cond::GUEST_GONE, &format!("the guest {uri} is gone"));
         } else {
             let provider = self.provider();
             let message = format!(

@@ -53,6 +53,8 @@ pub struct Env {
     /// The atproto market the Requester uses instead of `market`, if any.
     pub atproto: Option<atproto_market::AtprotoEnv>,
     manager: Option<JoinHandle<()>>,
+    /// The metrics of the manager running now (a new process, new series).
+    metrics: prometheus_client::registry::Registry,
     /// Keeps the market port answering while the manager runs.
     inbound: Option<manager::market_port::InboundGuard>,
 }
@@ -99,6 +101,7 @@ impl Env {
             options,
             atproto: None,
             manager: None,
+            metrics: prometheus_client::registry::Registry::default(),
             inbound: None,
         };
         env.create_requester().await;
@@ -126,6 +129,7 @@ impl Env {
             options: ControllerOptions::default(),
             atproto: Some(atproto),
             manager: None,
+            metrics: prometheus_client::registry::Registry::default(),
             inbound: None,
         };
         env.atproto_env().create_requester(&env.client).await;
@@ -152,11 +156,12 @@ impl Env {
                 .inbound
                 .open(market::atproto::router(markets.inbox()))
         });
+        self.metrics = prometheus_client::registry::Registry::default();
         let running = Controllers {
             client: self.client.clone(),
             clock: Arc::clone(&self.clock),
             markets,
-            metrics: Metrics::default(),
+            metrics: Metrics::register(&mut self.metrics),
             options: self.options.clone(),
             // Killed by dropping `done`, never stopped gracefully.
             stop: controllers::StopSignal::never(),
@@ -195,6 +200,16 @@ impl Env {
             .create(&PostParams::default(), &requester)
             .await
             .unwrap();
+    }
+
+    /// The value of one series (name and labels) of the running manager's
+    /// metrics, as Prometheus would scrape it.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.metrics).ok()?;
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|value| value.parse().ok())
     }
 
     pub fn requesters(&self) -> Api<Requester> {
