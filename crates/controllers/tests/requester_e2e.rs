@@ -420,3 +420,47 @@ async fn a_contract_made_by_hand_without_the_release_finalizer_is_not_rented() {
     env.wait_phase("held", Phase::Deployed).await;
     controller.abort();
 }
+
+/// Write economy (issue 12): a contract that goes well gets one status write
+/// per step a person could see, none before its RFP is published (no
+/// Pending), none for a booting guest (the Accepted write says it already),
+/// none for the new generation of a release before the release is sent.
+#[tokio::test]
+async fn a_contract_that_goes_well_is_written_once_per_step() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    env.create_contract("c1", 3600).await;
+    env.wait_phase("c1", Phase::Deployed).await;
+    env.release("c1").await;
+    env.wait_phase("c1", Phase::Released).await;
+    let mut last = serde_json::Value::Null;
+    let mut phases: Vec<String> = Vec::new();
+    for entry in env.server.history() {
+        if entry.name != "c1" || !entry.resource.ends_with("/computecontracts") {
+            continue;
+        }
+        let status = entry.object()["status"].clone();
+        if status != last {
+            phases.push(status["phase"].as_str().unwrap_or("none").to_owned());
+            last = status;
+        }
+    }
+    // The local market may report a guest on the network before its node
+    // registers: one Deployed write or two.
+    phases.dedup_by(|later, earlier| later == "Deployed" && earlier == "Deployed");
+    assert_eq!(
+        phases,
+        [
+            "Bidding",
+            "Bidding",
+            "Accepted",
+            "Deployed",
+            "Releasing",
+            "Released"
+        ],
+        "RFP published, winner chosen, accepted, deployed, releasing, released"
+    );
+    controller.abort();
+}

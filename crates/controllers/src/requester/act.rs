@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, Receipt, names};
+use api::{ComputeContract, ComputeContractStatus, Receipt, names};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
@@ -64,6 +64,9 @@ pub(super) async fn reconcile_contract(
     };
     let (view, handle, market_retry) = market_view(&rt, &contract, &namespace).await;
     let mut current = (*contract).clone();
+    // The status the server holds; `current.status` may be ahead of it by a
+    // step not written before its market call (see `deferred`).
+    let mut on_server = current.status.clone();
     let mut observation = Observation::Nothing;
     for _ in 0..MAX_STEPS {
         let inputs = Inputs {
@@ -74,14 +77,22 @@ pub(super) async fn reconcile_contract(
         };
         let step = decide(inputs, observation);
         if let Some(receipt) = &step.record_receipt {
-            let Some(written) = write_receipt_annotation(&ctx.client, &current, receipt).await?
+            let Some(mut written) =
+                write_receipt_annotation(&ctx.client, &current, receipt).await?
             else {
                 return Ok(Action::await_change());
             };
+            written.status = current.status.take();
             current = written;
         }
-        if current.status.as_ref() != Some(&step.status) {
-            let old = current.status.clone();
+        if on_server.as_ref() == Some(&step.status) {
+            current.status = on_server.clone();
+        } else if deferred(step.command.as_ref(), on_server.as_ref(), &step.status)
+            && !step.remove_finalizer
+        {
+            current.status = Some(step.status.clone());
+        } else {
+            let old = on_server.clone();
             let Some(written) =
                 write::replace_status(&ctx.client, MANAGER, &current, step.status.clone()).await?
             else {
@@ -89,6 +100,7 @@ pub(super) async fn reconcile_contract(
                 return Ok(Action::await_change());
             };
             current = written;
+            on_server = current.status.clone();
             if let Some(note) = transition_event(old.as_ref(), &step.status) {
                 publish_event(&rt, &current, note).await;
             }
@@ -120,6 +132,22 @@ pub(super) async fn reconcile_contract(
             .observe_market(operation.as_str(), started.elapsed());
     }
     Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// Whether the status decided before `command` is written with the call's
+/// outcome instead of before the call: nothing in it must be on record first
+/// (a new contract's Pending before its RFP is published; a new
+/// observedGeneration before a release is sent), and a lost step is decided
+/// again from the object. A new winner (before its accept) and a new receipt
+/// (before a poll or a release) are always written first.
+fn deferred(
+    command: Option<&Command>,
+    on_server: Option<&ComputeContractStatus>,
+    decided: &ComputeContractStatus,
+) -> bool {
+    matches!(command, Some(Command::Publish | Command::Release(_)))
+        && on_server.and_then(|s| s.winner.as_ref()) == decided.winner.as_ref()
+        && on_server.and_then(|s| s.receipt.as_ref()) == decided.receipt.as_ref()
 }
 
 fn requeue(after: Option<Duration>) -> Action {

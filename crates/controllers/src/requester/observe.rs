@@ -154,13 +154,11 @@ impl Draft<'_> {
         self.status.completion_time = None;
         self.set(cond::ACCEPTED, S::True, reason, message);
         self.set(cond::BIDDING, S::False, reason, message);
-        self.set(
-            cond::DEPLOYED,
-            S::False,
-            cond::BOOTING,
-            "waiting for the guest to boot",
-        );
-        self.message(message);
+        // What the first guest poll says of a booting guest, so that poll
+        // finds nothing to write (one status write fewer per contract).
+        let booting = format!("the guest is booting at {}", self.provider());
+        self.set(cond::DEPLOYED, S::False, cond::BOOTING, &booting);
+        self.message(booting);
         let receipt = self.receipt.clone();
         match receipt {
             Some(receipt) if self.release_requested() => Next::Call(Command::Release(receipt)),
