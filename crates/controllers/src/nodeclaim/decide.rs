@@ -6,7 +6,8 @@
 //! 1. Each claim is checked ([`compose::check_claim`]) and against its Cluster
 //!    (missing, deleting, no URL yet) and its Infra (still being deleted).
 //! 2. A claim that passes is composed into an entry; its contract is observed
-//!    for the graces ([`graces::observe`]); a claim that failed keeps no entry.
+//!    for its status, each condition by its own file ([`super::conditions`],
+//!    through [`super::status`]); a claim that failed keeps no entry.
 //! 3. The Infra is applied with every composed entry, or deleted when none is
 //!    left or the Cluster is gone or going. While no live Requester runs the
 //!    contract namespace ([`RootState`]) nothing composes and a live
@@ -25,10 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::names::{CLUSTER_FINALIZER, CONTRACT_LABEL, NODECLAIM_FINALIZER, join_secret_name};
-use api::{
-    Cluster, ComputeContract, ComputeContractPhase, ConditionStatus, Infra, NodeClaim,
-    NodeClaimPhase, NodeClaimStatus, set_condition,
-};
+use api::{Cluster, ComputeContract, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -36,11 +34,11 @@ use kube::ResourceExt;
 
 use super::adopt::{self, GuestHolder};
 use super::compose::{self, ClusterKey, ComposedEntry, Problem};
-use super::conditions::{INFRA_COMPOSED, READY, condition, derive_ready, reason};
-use super::graces::{self, Graces};
-use super::root::{self, RootState};
+use super::conditions::reason;
+use super::root::RootState;
 use super::secrets::{JoinSecret, desired_join_secret};
-use crate::time::{earliest, to_time};
+use super::status::{self, ClaimView, Outcome};
+use crate::time::earliest;
 use crate::write::Seen;
 
 /// What one reconcile of a Cluster key observed (all read from the shared cache).
@@ -204,7 +202,6 @@ enum ClusterState<'a> {
 pub fn decide(observed: &Observed<'_>) -> Plan {
     let key = observed.key;
     let now = observed.now;
-    let stamp = to_time(now);
     let cluster_state = match observed.cluster {
         None => ClusterState::Missing,
         Some(c) if c.metadata.deletion_timestamp.is_some() => ClusterState::Deleting,
@@ -234,9 +231,6 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
         let secret = secrets.get(entry.as_str()).copied();
         let deleting = claim.metadata.deletion_timestamp.is_some();
         let previous = claim.status.clone().unwrap_or_default();
-        let generation = claim.metadata.generation;
-        let mut status = previous.clone();
-        status.observed_generation = generation;
 
         let failed_before = previous.phase == Some(NodeClaimPhase::Failed);
         if !failed_before && observed.written_failed.contains(&uid) {
@@ -254,9 +248,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             composability(observed, &cluster_state, claim, had_entry, infra_deleting)
                 .or_else(|| adoption_problem(observed, &adopted_now, claim, &entry, had_entry))
         };
-
-        let mut entry_for_claim = None;
-        let outcome = match problem {
+        let composed_entry = match problem {
             Some(problem) => Err(problem),
             None => compose_claim(observed, &cluster_state, claim, &entry).ok_or_else(|| Problem {
                 reason: reason::CLUSTER_NOT_READY,
@@ -265,107 +257,29 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
                 ),
             }),
         };
-        match outcome {
-            // Failed is final: the claim keeps its status and no entry; only
-            // its Deployed condition follows the machine on its way out.
-            _ if failed_before => {
-                if let Some(deployed) =
-                    graces::after_failure(&previous.conditions, contract, generation, &stamp)
-                {
-                    set_condition(&mut status.conditions, deployed);
-                }
-            }
-            Err(problem) => {
-                set_condition(
-                    &mut status.conditions,
-                    condition(
-                        INFRA_COMPOSED,
-                        ConditionStatus::False,
-                        problem.reason,
-                        problem.message,
-                        generation,
-                        &stamp,
-                    ),
-                );
-                status.phase = Some(uncomposed_phase(&previous, contract));
-                if let Some(guest) = contract.and_then(|c| c.status.as_ref()?.guest.clone()) {
-                    status.guest = Some(guest);
-                }
-                if !deleting && !observed.root.is_running() {
-                    let infra_gone = observed.infra.is_none();
-                    root::stopped_status(&mut status, infra_gone, contract, generation, &stamp);
-                }
-                let ready = derive_ready(&status.conditions, generation, &stamp);
-                set_condition(&mut status.conditions, ready);
-            }
-            Ok(composed_entry) => {
-                let infra_ref = compose::infra_ref(key, observed.contract_namespace, &entry);
-                let graces = Graces {
-                    join: claim.spec.join_grace_seconds,
-                    loss: claim.spec.loss_grace_seconds,
-                };
-                let seen = graces::observe(&previous.conditions, contract, graces, generation, now);
-                let seen =
-                    graces::released_by_hand(seen, observed.infra, &entry, generation, &stamp);
-                set_condition(&mut status.conditions, seen.deployed);
-                set_condition(&mut status.conditions, seen.joined);
-                if seen.guest.is_some() {
-                    status.guest = seen.guest;
-                }
-                if let Some(at) = seen.grant_expires_at {
-                    status.grant_expires_at = Some(to_time(at));
-                }
-                if let Some(failure) = seen.failure {
-                    status.phase = Some(NodeClaimPhase::Failed);
-                    set_condition(
-                        &mut status.conditions,
-                        condition(
-                            INFRA_COMPOSED,
-                            ConditionStatus::False,
-                            reason::CLAIM_FAILED,
-                            format!(
-                                "the claim failed ({}): its entry {entry} was removed from Infra {}/{} so its machine is released; delete and recreate the NodeClaim to try again",
-                                failure.reason, infra_ref.namespace, infra_ref.name
-                            ),
-                            generation,
-                            &stamp,
-                        ),
-                    );
-                    set_condition(
-                        &mut status.conditions,
-                        condition(
-                            READY,
-                            ConditionStatus::False,
-                            failure.reason,
-                            failure.message,
-                            generation,
-                            &stamp,
-                        ),
-                    );
-                } else {
-                    status.phase = Some(composed_phase(contract));
-                    set_condition(
-                        &mut status.conditions,
-                        condition(
-                            INFRA_COMPOSED,
-                            ConditionStatus::True,
-                            reason::COMPOSED,
-                            format!(
-                                "entry {entry} of Infra {}/{}; ComputeContract {}",
-                                infra_ref.namespace, infra_ref.name, infra_ref.compute_contract
-                            ),
-                            generation,
-                            &stamp,
-                        ),
-                    );
-                    let ready = derive_ready(&status.conditions, generation, &stamp);
-                    set_condition(&mut status.conditions, ready);
-                    plan.requeue_at = earliest(plan.requeue_at, seen.deadline);
-                    entry_for_claim = Some(composed_entry);
-                }
-                status.infra = Some(infra_ref);
-            }
-        }
+        let outcome = match &composed_entry {
+            _ if failed_before => Outcome::FailedBefore,
+            Err(problem) => Outcome::Refused {
+                problem,
+                stopped: (!deleting && !observed.root.is_running())
+                    .then_some(observed.infra.is_none()),
+            },
+            Ok(_) => Outcome::Composed {
+                entry: &entry,
+                infra_ref: compose::infra_ref(key, observed.contract_namespace, &entry),
+                infra: observed.infra,
+            },
+        };
+        let view = ClaimView {
+            claim,
+            previous: &previous,
+            contract,
+            now,
+        };
+        let decision = status::decide(view, outcome);
+        plan.requeue_at = earliest(plan.requeue_at, decision.deadline);
+        let entry_for_claim = composed_entry.ok().filter(|_| decision.keeps_entry);
+        let status = decision.status;
 
         let add_finalizer =
             entry_for_claim.is_some() && !has_finalizer(claim.finalizers(), NODECLAIM_FINALIZER);
@@ -612,50 +526,6 @@ fn compose_claim(
             .clone()?,
     };
     Some(compose::compose_entry(claim, entry, owner_did, node_join))
-}
-
-/// The phase of a composed claim, from its contract.
-fn composed_phase(contract: Option<&ComputeContract>) -> NodeClaimPhase {
-    let status = contract.and_then(|c| c.status.as_ref());
-    if status.is_some_and(graces::renting_retried) {
-        return NodeClaimPhase::Requesting;
-    }
-    match status.and_then(|s| s.phase) {
-        None
-        | Some(
-            ComputeContractPhase::Pending
-            | ComputeContractPhase::Bidding
-            | ComputeContractPhase::Accepted,
-        ) => NodeClaimPhase::Requesting,
-        Some(ComputeContractPhase::Deployed) => {
-            let joined = status
-                .and_then(|s| s.guest.as_ref())
-                .is_some_and(|g| g.node_id.is_some());
-            if joined {
-                NodeClaimPhase::Joined
-            } else {
-                NodeClaimPhase::Deployed
-            }
-        }
-        Some(ComputeContractPhase::Releasing) => NodeClaimPhase::Releasing,
-        Some(ComputeContractPhase::Released) => NodeClaimPhase::Released,
-        Some(ComputeContractPhase::Failed) => NodeClaimPhase::Failed,
-    }
-}
-
-/// The phase of a claim that is not (or no longer) composed: its machine, if
-/// any, is on its way out.
-fn uncomposed_phase(
-    previous: &NodeClaimStatus,
-    contract: Option<&ComputeContract>,
-) -> NodeClaimPhase {
-    match contract.and_then(|c| c.status.as_ref()?.phase) {
-        Some(ComputeContractPhase::Released) => NodeClaimPhase::Released,
-        Some(_) => NodeClaimPhase::Releasing,
-        None if contract.is_some() => NodeClaimPhase::Releasing,
-        None if previous.infra.is_some() => NodeClaimPhase::Released,
-        None => NodeClaimPhase::Pending,
-    }
 }
 
 /// Objects keyed by their contract entry label.

@@ -32,9 +32,9 @@ pub mod compose;
 pub mod conditions;
 pub mod decide;
 pub mod failed;
-pub mod graces;
 pub mod root;
 pub mod secrets;
+mod status;
 #[cfg(test)]
 mod test_fixtures;
 

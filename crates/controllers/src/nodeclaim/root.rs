@@ -8,14 +8,12 @@
 //! deployments that no longer exist (DESIGN.md invariant 4). So claims stop
 //! composing until a live Requester runs the namespace again.
 
-use api::{
-    ComputeContract, ConditionStatus, NodeClaimPhase, NodeClaimStatus, Requester, set_condition,
-};
+use api::{ComputeContract, Condition, NodeClaimPhase, NodeClaimStatus, Requester};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::compose::Problem;
-use super::conditions::{DEPLOYED, JOINED, condition, derive_ready, reason};
+use super::conditions::{deployed, joined, reason};
 
 /// The state of the root of the contract namespace, as the NodeClaim controller sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,48 +76,26 @@ impl RootState {
 
 /// The status of a live claim while no live Requester runs the contract
 /// namespace: once its contract is gone nothing is rented for it (Pending, no
-/// guest), and once the Infra is gone the claim names none.
+/// guest), and once the Infra is gone the claim names none. Returns the
+/// Deployed and Joined conditions that say so (none while the contract is there).
 pub(super) fn stopped_status(
     status: &mut NodeClaimStatus,
     infra_gone: bool,
     contract: Option<&ComputeContract>,
     generation: Option<i64>,
     stamp: &Time,
-) {
+) -> Vec<Condition> {
     if infra_gone {
         status.infra = None;
     }
     if contract.is_some() {
-        return;
+        return Vec::new();
     }
     status.phase = Some(NodeClaimPhase::Pending);
     status.guest = None;
     status.grant_expires_at = None;
-    let not_rented = [
-        (
-            DEPLOYED,
-            reason::NOT_RENTED,
-            "the entry is not composed, so no machine is rented",
-        ),
-        (
-            JOINED,
-            reason::NOT_DEPLOYED,
-            "the node joins once its machine is deployed",
-        ),
-    ];
-    for (type_, why, message) in not_rented {
-        set_condition(
-            &mut status.conditions,
-            condition(
-                type_,
-                ConditionStatus::False,
-                why,
-                message.to_owned(),
-                generation,
-                stamp,
-            ),
-        );
-    }
-    let ready = derive_ready(&status.conditions, generation, stamp);
-    set_condition(&mut status.conditions, ready);
+    vec![
+        deployed::not_rented(generation, stamp),
+        joined::not_deployed(generation, stamp),
+    ]
 }

@@ -1,11 +1,22 @@
-//! The NodeClaim's condition types and reasons, and the derived Ready condition.
+//! The NodeClaim's conditions, one file each (Karpenter's layout):
+//! [`composed`] owns `InfraComposed`, [`deployed`] owns `Deployed` (and the
+//! loss grace of a running guest), [`joined`] owns `Joined` (the join grace and
+//! the loss grace of a joined node). Each returns its condition, the next
+//! instant it changes by itself and the failure it found ([`Verdict`]).
+//! `Ready` is derived once, at the end of a claim's decision ([`ready`]).
 //!
-//! Each step owns one condition: composing owns `InfraComposed`, the contract
-//! observation owns `Deployed`, the node identity owns `Joined`; `Ready` is
-//! derived from the three. Reasons are PascalCase constants; messages say what
-//! to do.
+//! A new condition is a file here returning a [`Verdict`], its type below, and
+//! one line in [`derive_ready`]'s list when it gates Ready. Reasons are
+//! PascalCase constants; messages say what to do.
 
-use api::{Condition, ConditionStatus, find_condition};
+pub mod composed;
+pub mod deployed;
+pub mod joined;
+
+use api::{
+    ComputeContractPhase, ComputeContractStatus, Condition, ConditionStatus, Guest, find_condition,
+};
+use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// The claim is an entry of its Cluster's Infra.
@@ -87,6 +98,70 @@ pub mod reason {
     pub const NODE_READY: &str = "NodeReady";
 }
 
+/// Why a claim failed for good.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// PascalCase reason (JoinTimeout, GuestLost, ContractFailed).
+    pub reason: &'static str,
+    /// What happened and what to do.
+    pub message: String,
+}
+
+/// What one condition's file decided for a claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The condition.
+    pub condition: Condition,
+    /// The next instant the condition changes by itself (a grace runs out).
+    pub deadline: Option<DateTime<Utc>>,
+    /// Set when a grace ran out or the machine is gone for good: the claim goes Failed.
+    pub failure: Option<Failure>,
+}
+
+impl Verdict {
+    /// A condition that neither waits for a deadline nor fails the claim.
+    #[must_use]
+    pub fn settled(condition: Condition) -> Self {
+        Self {
+            condition,
+            deadline: None,
+            failure: None,
+        }
+    }
+
+    /// A condition of `type_` that fails the claim: False, with the
+    /// failure's reason and message.
+    #[must_use]
+    pub fn failed(
+        type_: &str,
+        reason: &'static str,
+        message: String,
+        generation: Option<i64>,
+        now: &Time,
+    ) -> Self {
+        Self {
+            condition: condition(
+                type_,
+                ConditionStatus::False,
+                reason,
+                message.clone(),
+                generation,
+                now,
+            ),
+            deadline: None,
+            failure: Some(Failure { reason, message }),
+        }
+    }
+}
+
+/// The guest of a contract whose machine runs (Deployed, a guest reported).
+#[must_use]
+pub fn running_guest(status: Option<&ComputeContractStatus>) -> Option<&Guest> {
+    status
+        .filter(|s| s.phase == Some(ComputeContractPhase::Deployed))
+        .and_then(|s| s.guest.as_ref())
+}
+
 /// Longest message kept on a condition; longer ones are cut (a status is not a log).
 const MAX_MESSAGE_LEN: usize = 1024;
 
@@ -145,6 +220,28 @@ pub fn derive_ready(conditions: &[Condition], generation: Option<i64>, now: &Tim
             generation,
             now,
         ),
+    }
+}
+
+/// Ready, once per claim decision: the failure's reason and message when
+/// the claim failed now, otherwise [`derive_ready`].
+#[must_use]
+pub fn ready(
+    conditions: &[Condition],
+    failure: Option<&Failure>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    match failure {
+        Some(failure) => condition(
+            READY,
+            ConditionStatus::False,
+            failure.reason,
+            failure.message.clone(),
+            generation,
+            now,
+        ),
+        None => derive_ready(conditions, generation, now),
     }
 }
 

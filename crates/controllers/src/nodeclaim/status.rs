@@ -1,0 +1,210 @@
+//! One claim's status, from where its composition ended and its contract:
+//! each condition decided by its own file in [`super::conditions`], the
+//! phase from the contract, `Ready` derived once at the end.
+
+use api::{
+    ComputeContract, ComputeContractPhase, Infra, InfraRef, NodeClaim, NodeClaimPhase,
+    NodeClaimStatus, find_condition, set_condition,
+};
+use chrono::{DateTime, Utc};
+
+use super::compose::Problem;
+use super::conditions::composed::{self, Composition};
+use super::conditions::joined::{self, Graces};
+use super::conditions::{DEPLOYED, Failure, JOINED, deployed, ready};
+use super::root;
+use crate::time::to_time;
+
+/// What one claim's status is decided from.
+#[derive(Clone, Copy)]
+pub(super) struct ClaimView<'a> {
+    pub claim: &'a NodeClaim,
+    /// Its status as read.
+    pub previous: &'a NodeClaimStatus,
+    /// Its entry's contract, if there is one.
+    pub contract: Option<&'a ComputeContract>,
+    pub now: DateTime<Utc>,
+}
+
+/// Where the claim's composition ended.
+pub(super) enum Outcome<'a> {
+    /// The claim is Failed from before: Failed is final, only its Deployed
+    /// condition follows the machine on its way out.
+    FailedBefore,
+    /// Not composed; `stopped` when no live Requester runs the namespace and
+    /// the claim is live (`infra_gone`: its Infra is gone too).
+    Refused {
+        problem: &'a Problem,
+        stopped: Option<bool>,
+    },
+    /// Composed as `entry` of `infra_ref`; the Infra as read (for a hand release).
+    Composed {
+        entry: &'a str,
+        infra_ref: InfraRef,
+        infra: Option<&'a Infra>,
+    },
+}
+
+/// The claim's new status, whether it keeps its entry and when to look again.
+pub(super) struct ClaimDecision {
+    pub status: NodeClaimStatus,
+    /// The claim stays an entry of the Infra.
+    pub keeps_entry: bool,
+    /// The next instant a grace of the claim runs out.
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+/// Decides one claim's status. See the module docs.
+pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision {
+    let ClaimView {
+        claim,
+        previous,
+        contract,
+        now,
+    } = view;
+    let generation = claim.metadata.generation;
+    let stamp = to_time(now);
+    let mut status = previous.clone();
+    status.observed_generation = generation;
+    let mut decision = ClaimDecision {
+        status,
+        keeps_entry: false,
+        deadline: None,
+    };
+    let status = &mut decision.status;
+    let failure: Option<Failure> = match outcome {
+        Outcome::FailedBefore => {
+            if let Some(deployed) =
+                deployed::after_failure(&previous.conditions, contract, generation, &stamp)
+            {
+                set_condition(&mut status.conditions, deployed);
+            }
+            return decision;
+        }
+        Outcome::Refused { problem, stopped } => {
+            let verdict = composed::decide(Composition::Refused(problem), generation, &stamp);
+            set_condition(&mut status.conditions, verdict.condition);
+            status.phase = Some(uncomposed_phase(previous, contract));
+            if let Some(guest) = contract.and_then(|c| c.status.as_ref()?.guest.clone()) {
+                status.guest = Some(guest);
+            }
+            if let Some(infra_gone) = stopped {
+                for condition in
+                    root::stopped_status(status, infra_gone, contract, generation, &stamp)
+                {
+                    set_condition(&mut status.conditions, condition);
+                }
+            }
+            None
+        }
+        Outcome::Composed {
+            entry,
+            infra_ref,
+            infra,
+        } => {
+            let graces = Graces {
+                join: claim.spec.join_grace_seconds,
+                loss: claim.spec.loss_grace_seconds,
+            };
+            let contract_status = contract.and_then(|c| c.status.as_ref());
+            let previous_deployed = find_condition(&previous.conditions, DEPLOYED);
+            let observed = deployed::observe(
+                previous_deployed,
+                contract_status,
+                graces.loss,
+                generation,
+                now,
+            );
+            let since = joined::deployed_since(previous_deployed, &observed.condition);
+            let deployed =
+                deployed::released_by_hand(infra, entry, generation, &stamp).unwrap_or(observed);
+            let joined = joined::observe(
+                find_condition(&previous.conditions, JOINED),
+                since,
+                contract_status,
+                graces,
+                generation,
+                now,
+            );
+            set_condition(&mut status.conditions, deployed.condition);
+            set_condition(&mut status.conditions, joined.condition);
+            if let Some(guest) = contract_status.and_then(|s| s.guest.clone()) {
+                status.guest = Some(guest);
+            }
+            if let Some(at) = joined::grant_expires_at(since, graces) {
+                status.grant_expires_at = Some(to_time(at));
+            }
+            let failure = deployed.failure.or(joined.failure);
+            let composition = match &failure {
+                Some(failure) => {
+                    status.phase = Some(NodeClaimPhase::Failed);
+                    Composition::Failed {
+                        entry,
+                        infra: &infra_ref,
+                        failure,
+                    }
+                }
+                None => {
+                    status.phase = Some(composed_phase(contract));
+                    decision.keeps_entry = true;
+                    decision.deadline = crate::time::earliest(deployed.deadline, joined.deadline);
+                    Composition::Composed {
+                        entry,
+                        infra: &infra_ref,
+                    }
+                }
+            };
+            let verdict = composed::decide(composition, generation, &stamp);
+            set_condition(&mut status.conditions, verdict.condition);
+            status.infra = Some(infra_ref);
+            failure
+        }
+    };
+    let ready = ready(&status.conditions, failure.as_ref(), generation, &stamp);
+    set_condition(&mut status.conditions, ready);
+    decision
+}
+
+/// The phase of a composed claim, from its contract.
+fn composed_phase(contract: Option<&ComputeContract>) -> NodeClaimPhase {
+    let status = contract.and_then(|c| c.status.as_ref());
+    if status.is_some_and(deployed::renting_retried) {
+        return NodeClaimPhase::Requesting;
+    }
+    match status.and_then(|s| s.phase) {
+        None
+        | Some(
+            ComputeContractPhase::Pending
+            | ComputeContractPhase::Bidding
+            | ComputeContractPhase::Accepted,
+        ) => NodeClaimPhase::Requesting,
+        Some(ComputeContractPhase::Deployed) => {
+            let joined = status
+                .and_then(|s| s.guest.as_ref())
+                .is_some_and(|g| g.node_id.is_some());
+            if joined {
+                NodeClaimPhase::Joined
+            } else {
+                NodeClaimPhase::Deployed
+            }
+        }
+        Some(ComputeContractPhase::Releasing) => NodeClaimPhase::Releasing,
+        Some(ComputeContractPhase::Released) => NodeClaimPhase::Released,
+        Some(ComputeContractPhase::Failed) => NodeClaimPhase::Failed,
+    }
+}
+
+/// The phase of a claim that is not (or no longer) composed: its machine, if
+/// any, is on its way out.
+fn uncomposed_phase(
+    previous: &NodeClaimStatus,
+    contract: Option<&ComputeContract>,
+) -> NodeClaimPhase {
+    match contract.and_then(|c| c.status.as_ref()?.phase) {
+        Some(ComputeContractPhase::Released) => NodeClaimPhase::Released,
+        Some(_) => NodeClaimPhase::Releasing,
+        None if contract.is_some() => NodeClaimPhase::Releasing,
+        None if previous.infra.is_some() => NodeClaimPhase::Released,
+        None => NodeClaimPhase::Pending,
+    }
+}
