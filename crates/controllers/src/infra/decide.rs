@@ -14,7 +14,8 @@
 //! deleted directly is replaced once gone, plan 0004). A node entry
 //! whose NodeClaim does not exist (or is another Infra's) is not rented.
 //!
-//! Deleting Infra ([`decide_deleting`], the plan 0028 order): release every
+//! Deleting Infra ([`decide_deleting`], the Infra delete order of
+//! docs/infra-lifecycle.md, once numbered "plan 0028"): release every
 //! contract; wait until ALL are Released; delete them; wait until they are gone;
 //! then the plan is `finalized` and the finalizer may go.
 //!
@@ -375,7 +376,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
     plan
 }
 
-/// The plan of an Infra being deleted (plan 0028 order): release every contract,
+/// The plan of an Infra being deleted (the Infra delete order): release every contract,
 /// delete nothing until ALL are Released, then delete them all, and report
 /// `finalized` once none is left. A contract that could not be read counts as
 /// neither Released nor gone.

@@ -6,7 +6,7 @@
 //! `spec.contracts` it server-side applies the ComputeContract
 //! `<infra>-<entry>` (field manager `socialweb/infra`, forced); a contract that
 //! matches no entry is released and deleted once Released; on Infra deletion
-//! the release finalizer runs the plan 0028 order. Writes the Infra's status
+//! the release finalizer runs the Infra delete order (docs/infra-lifecycle.md). Writes the Infra's status
 //! (one patch, only on change) and Events (only on transitions).
 //!
 //! # Expected flow
