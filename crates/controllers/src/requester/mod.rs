@@ -34,16 +34,6 @@ mod observe;
 mod root;
 
 #[cfg(test)]
-mod decide_deleting_tests;
-#[cfg(test)]
-mod decide_edge_tests;
-#[cfg(test)]
-mod decide_props;
-#[cfg(test)]
-mod decide_release_tests;
-#[cfg(test)]
-mod decide_tests;
-#[cfg(test)]
 mod error_policy_tests;
 #[cfg(test)]
 pub(crate) mod test_fixtures;

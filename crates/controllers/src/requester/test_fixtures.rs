@@ -1,5 +1,7 @@
 //! Builders and a driver shared by the decide tests.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Shared with tests/requester_decide (included there by path), where every
+// builder is used; the crate's own unit tests use a few.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,10 +13,11 @@ use api::{
 use chrono::{DateTime, TimeZone, Utc};
 use market::Bid;
 
-use market::GuestStatus;
+use market::{GuestInfo, GuestStatus};
 
 use super::decide::{
-    Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Step, Timing, decide,
+    Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Operation, Step, Timing,
+    decide,
 };
 
 pub fn t0() -> DateTime<Utc> {
@@ -136,6 +139,41 @@ pub fn failure(kind: FailureKind) -> MarketFailure {
         kind,
         message: "market unavailable during release: injected fault".to_owned(),
     }
+}
+
+/// What the market answered when `operation` failed with `kind`.
+pub fn failed(operation: Operation, kind: FailureKind) -> Observation {
+    Observation::Failed {
+        operation,
+        failure: failure(kind),
+    }
+}
+
+/// A guest of provider did:web:p on the market, held by `contract` of `owner_did`.
+pub fn adoptable_guest(contract: &str, owner_did: &str) -> GuestInfo {
+    GuestInfo {
+        receipt: market_receipt(),
+        rfp: market::RfpId::new("rfp-1"),
+        contract: market::ContractKey::new("socialweb-system", contract),
+        owner_did: owner_did.to_owned(),
+        provider: "did:web:p".to_owned(),
+        price: market::Price::hourly(4, "EUR"),
+        status: GuestStatus::OnNetwork {
+            address: Some("10.1.1.1".to_owned()),
+        },
+    }
+}
+
+/// A Bidding contract that collected one bid (did:web:a, 9) at t0 + 5 s.
+pub fn with_one_bid() -> ComputeContract {
+    let c = bidding();
+    let s = step(
+        &c,
+        &ready(),
+        t0() + secs(5),
+        Observation::Bids(vec![bid("did:web:a", 9)]),
+    );
+    apply(&c, &s)
 }
 
 /// A contract driven to Bidding at t0 (window of 5 s).

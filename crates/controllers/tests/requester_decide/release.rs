@@ -1,6 +1,5 @@
 //! Unit tests of how a release ends, by what the market could say about it:
 //! confirmed (`GuestGone`), acknowledged, or unconfirmed (lost).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{ComputeContractPhase as Phase, ConditionStatus as S};
 use market::{GuestInfo, GuestStatus, ReleaseOutcome, RfpId};

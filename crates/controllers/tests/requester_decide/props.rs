@@ -1,10 +1,9 @@
-//! Property tests of [`super::decide`]: random market answers, failures,
+//! Property tests of [`controllers::requester::decide`]: random market answers, failures,
 //! crashes between steps, status loss, a missing Requester and a direct
 //! delete of the contract never make a second RFP after a receipt, never
 //! accept an unrecorded winner, never lose a release, never call a contract
 //! Released while its guest lives, and never let a deleted contract go (remove
 //! its finalizer) while its guest lives.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{ComputeContract, ComputeContractPhase as Phase, Receipt};
 use chrono::{DateTime, Utc};

@@ -1,7 +1,6 @@
-//! Unit tests of a deleted contract in [`super::decide`]: a deletionTimestamp
+//! Unit tests of a deleted contract in [`controllers::requester::decide`]: a deletionTimestamp
 //! is a release request, and the release finalizer goes only in a step whose
 //! status says Released.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{ComputeContractPhase as Phase, ComputeContractStatus, ConditionStatus as S};
 
@@ -49,10 +48,7 @@ fn a_failed_release_of_a_deleted_contract_keeps_the_finalizer_and_says_why() {
         &c,
         &ready(),
         t0() + secs(20),
-        Observation::Failed {
-            operation: Operation::Release,
-            failure: failure(FailureKind::Retryable),
-        },
+        failed(Operation::Release, FailureKind::Retryable),
     );
     assert!(!s.remove_finalizer);
     assert_eq!(s.status.phase, Some(Phase::Releasing));
@@ -117,10 +113,7 @@ fn a_failed_contract_whose_guest_is_gone_lets_go_without_a_market() {
         &c,
         &ready(),
         t0() + secs(6),
-        Observation::Failed {
-            operation: Operation::GuestStatus,
-            failure: failure(FailureKind::NotFound),
-        },
+        failed(Operation::GuestStatus, FailureKind::NotFound),
     );
     c = apply(&c, &s);
     assert_eq!(phase(&c), Some(Phase::Failed));

@@ -1,5 +1,4 @@
-//! Unit tests of every phase transition of [`super::decide`].
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Unit tests of every phase transition of [`controllers::requester::decide`].
 
 use std::time::Duration;
 
@@ -55,16 +54,7 @@ fn the_lowest_bid_wins_and_is_written_before_it_is_accepted() {
 
 #[test]
 fn the_receipt_is_recorded_before_anything_else() {
-    let c = bidding();
-    let c = apply(
-        &c,
-        &step(
-            &c,
-            &ready(),
-            t0() + secs(5),
-            Observation::Bids(vec![bid("did:web:a", 9)]),
-        ),
-    );
+    let c = with_one_bid();
     let s = step(
         &c,
         &ready(),
@@ -295,10 +285,7 @@ fn a_failed_release_stays_visible_and_is_retried_for_ever() {
             &c,
             &ready(),
             now,
-            Observation::Failed {
-                operation: Operation::Release,
-                failure: failure(FailureKind::Retryable),
-            },
+            failed(Operation::Release, FailureKind::Retryable),
         );
         c = apply(&c, &s);
         let released = condition(&c, cond::RELEASED);
@@ -391,16 +378,7 @@ fn release_without_anything_rented_is_released_at_once() {
 
 #[test]
 fn release_with_a_winner_but_no_receipt_accepts_first_then_releases() {
-    let c = bidding();
-    let c = apply(
-        &c,
-        &step(
-            &c,
-            &ready(),
-            t0() + secs(5),
-            Observation::Bids(vec![bid("did:web:a", 9)]),
-        ),
-    );
+    let c = with_one_bid();
     let c = release(c);
     let s = step(&c, &ready(), t0() + secs(6), Observation::Nothing);
     assert_eq!(s.command, Some(Command::Accept(bid("did:web:a", 9))));

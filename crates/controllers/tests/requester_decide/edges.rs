@@ -1,11 +1,10 @@
-//! Unit tests of the less travelled paths of [`super::decide`]: adoption,
+//! Unit tests of the less travelled paths of [`controllers::requester::decide`]: adoption,
 //! withdrawn bids, invalid requests, events and the TTL.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use api::ComputeContractPhase as Phase;
-use market::{GuestInfo, GuestStatus, RfpId};
+use market::GuestStatus;
 
 use super::conditions as cond;
 use super::decide::{Command, FailureKind, Observation, Operation, transition_event};
@@ -16,17 +15,7 @@ use super::ttl::{Ttl, verdict};
 fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
     let mut c = contract();
     c.spec.adopt = Some(receipt());
-    let info = GuestInfo {
-        receipt: market_receipt(),
-        rfp: RfpId::new("rfp-1"),
-        contract: market::ContractKey::new("socialweb-system", "other"),
-        owner_did: "did:web:another-tenant".to_owned(),
-        provider: "did:web:p".to_owned(),
-        price: market::Price::hourly(4, "EUR"),
-        status: GuestStatus::OnNetwork {
-            address: Some("10.1.1.1".to_owned()),
-        },
-    };
+    let info = adoptable_guest("other", "did:web:another-tenant");
     let s = step(&c, &ready(), t0(), Observation::Adopted(info));
     assert_eq!(s.status.phase, Some(Phase::Failed));
     assert_eq!(
@@ -59,17 +48,7 @@ fn adopt_takes_over_the_named_guest_without_bidding() {
     c.spec.adopt = Some(receipt());
     let s = step(&c, &ready(), t0(), Observation::Nothing);
     assert_eq!(s.command, Some(Command::Adopt(receipt())));
-    let info = GuestInfo {
-        receipt: market_receipt(),
-        rfp: RfpId::new("rfp-1"),
-        contract: market::ContractKey::new("socialweb-system", "other"),
-        owner_did: "did:web:tenant".to_owned(),
-        provider: "did:web:p".to_owned(),
-        price: market::Price::hourly(4, "EUR"),
-        status: GuestStatus::OnNetwork {
-            address: Some("10.1.1.1".to_owned()),
-        },
-    };
+    let info = adoptable_guest("other", "did:web:tenant");
     let s = step(&c, &ready(), t0(), Observation::Adopted(info));
     assert_eq!(s.status.phase, Some(Phase::Deployed));
     assert_eq!(s.record_receipt, Some(receipt()));
@@ -78,10 +57,7 @@ fn adopt_takes_over_the_named_guest_without_bidding() {
         &c,
         &ready(),
         t0(),
-        Observation::Failed {
-            operation: Operation::Adopt,
-            failure: failure(FailureKind::NotFound),
-        },
+        failed(Operation::Adopt, FailureKind::NotFound),
     );
     assert_eq!(s.status.phase, Some(Phase::Failed));
     assert!(s.status.message.unwrap().contains("spec.adopt"));
@@ -91,10 +67,7 @@ fn adopt_takes_over_the_named_guest_without_bidding() {
             &c,
             &ready(),
             t0(),
-            Observation::Failed {
-                operation: Operation::Adopt,
-                failure: failure(FailureKind::NotFound),
-            },
+            failed(Operation::Adopt, FailureKind::NotFound),
         ),
     );
     assert_eq!(
@@ -105,24 +78,12 @@ fn adopt_takes_over_the_named_guest_without_bidding() {
 
 #[test]
 fn a_withdrawn_bid_is_collected_again() {
-    let c = bidding();
-    let c = apply(
-        &c,
-        &step(
-            &c,
-            &ready(),
-            t0() + secs(5),
-            Observation::Bids(vec![bid("did:web:a", 9)]),
-        ),
-    );
+    let c = with_one_bid();
     let s = step(
         &c,
         &ready(),
         t0() + secs(5),
-        Observation::Failed {
-            operation: Operation::Accept,
-            failure: failure(FailureKind::BidGone),
-        },
+        failed(Operation::Accept, FailureKind::BidGone),
     );
     assert_eq!(s.command, Some(Command::CollectBids));
     assert_eq!(s.status.winner, None);
@@ -135,10 +96,7 @@ fn an_invalid_request_fails_until_the_spec_changes() {
         &c,
         &ready(),
         t0(),
-        Observation::Failed {
-            operation: Operation::Publish,
-            failure: failure(FailureKind::InvalidRequest),
-        },
+        failed(Operation::Publish, FailureKind::InvalidRequest),
     );
     let mut c = apply(&c, &s);
     assert_eq!(phase(&c), Some(Phase::Failed));
@@ -170,10 +128,7 @@ fn events_mark_failures_and_failed_releases_only() {
         &contract(),
         &ready(),
         t0(),
-        Observation::Failed {
-            operation: Operation::Publish,
-            failure: failure(FailureKind::InvalidRequest),
-        },
+        failed(Operation::Publish, FailureKind::InvalidRequest),
     );
     let e = transition_event(None, &invalid.status).unwrap();
     assert!(e.warning, "a Failed contract is a Warning a person acts on");
@@ -188,10 +143,7 @@ fn events_mark_failures_and_failed_releases_only() {
         &c,
         &ready(),
         t0() + secs(20),
-        Observation::Failed {
-            operation: Operation::Release,
-            failure: failure(FailureKind::Retryable),
-        },
+        failed(Operation::Release, FailureKind::Retryable),
     );
     let e = transition_event(c.status.as_ref(), &failed.status).unwrap();
     assert_eq!((e.warning, e.reason.as_str()), (true, cond::RELEASE_FAILED));
