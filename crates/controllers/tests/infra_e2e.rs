@@ -8,15 +8,13 @@ mod infra_support;
 use std::time::Duration;
 
 use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASE_FINALIZER};
-use api::{ComputeContract, Infra, InfraPhase};
+use api::{Infra, InfraPhase};
 use apiserver::testing::{HistoryEntry, TestServer};
-use controllers::infra::{self, IDENTITY};
-use controllers::{SharedCaches, SystemClock};
-use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
+use controllers::infra::{self};
+use infra_support::e2e::{CONTRACTS, Rig, eventually};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use std::sync::Arc;
 
 /// A ComputeContract's release flag and phase after a write.
 fn release_and_phase(entry: &HistoryEntry) -> (bool, Option<String>) {
@@ -61,17 +59,14 @@ fn states_before_first_delete(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client();
-    install(&client).await;
-
-    let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
-    let controller = tokio::spawn(infra::controller(ctx, &caches));
-    let reflectors = tokio::spawn(caches.run());
-    let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));
-    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
-    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
+    let Rig {
+        server,
+        client,
+        manager,
+        requester,
+        infras,
+        contracts,
+    } = Rig::start().await;
     let deployed_with = |count: u32| {
         let infras = infras.clone();
         async move {
@@ -253,8 +248,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         assert_eq!(event.reporting_controller.as_deref(), Some(infra::REPORTER));
     }
 
-    controller.abort();
-    reflectors.abort();
+    manager.kill();
     requester.abort();
 }
 
@@ -262,16 +256,14 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
 /// does not exist rents nothing for it and says so; its plain entry is rented.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_entry_naming_no_claim_is_not_rented_and_says_so() {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client();
-    install(&client).await;
-    let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
-    let controller = tokio::spawn(infra::controller(ctx, &caches));
-    let reflectors = tokio::spawn(caches.run());
-    let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));
-    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
-    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
+    let Rig {
+        server: _server,
+        manager,
+        requester,
+        infras,
+        contracts,
+        ..
+    } = Rig::start().await;
 
     // node-a is a node of claim tenant/node-a (uid-node-a), which nobody created.
     let mut spec = infra_support::spec_with(&["node-a"]);
@@ -304,7 +296,6 @@ async fn a_node_entry_naming_no_claim_is_not_rented_and_says_so() {
         "a machine was rented for no claim"
     );
 
-    controller.abort();
-    reflectors.abort();
+    manager.kill();
     requester.abort();
 }

@@ -8,17 +8,13 @@
 
 mod infra_support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, Infra, InfraPhase, InfraSpec};
+use api::{Infra, InfraPhase, InfraSpec};
 use apiserver::faults::FaultConfig;
-use apiserver::testing::TestServer;
-use controllers::infra::{self, IDENTITY};
-use controllers::{SharedCaches, SystemClock};
-use infra_support::e2e::{fake_requester, install};
-use infra_support::{INFRA, NS, entry};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use infra_support::e2e::Rig;
+use infra_support::{INFRA, entry};
+use kube::api::{Patch, PatchParams, PostParams};
 
 /// Contracts in the Infra: enough that a reconcile touching all of them
 /// almost surely meets a failure at 6 %.
@@ -38,16 +34,14 @@ fn spec_of(n: usize) -> InfraSpec {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_down_reaches_zero_while_six_percent_of_requests_fail() {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client();
-    install(&client).await;
-    let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
-    let controller = tokio::spawn(infra::controller(ctx, &caches));
-    let reflectors = tokio::spawn(caches.run());
-    let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));
-    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
-    let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), NS);
+    let Rig {
+        server,
+        manager,
+        requester,
+        infras,
+        contracts,
+        ..
+    } = Rig::start().await;
 
     infras
         .create(&PostParams::default(), &Infra::new(INFRA, spec_of(ENTRIES)))
@@ -100,7 +94,6 @@ async fn scale_down_reaches_zero_while_six_percent_of_requests_fail() {
         "the faults were on: {injected} requests failed"
     );
 
-    controller.abort();
-    reflectors.abort();
+    manager.kill();
     requester.abort();
 }

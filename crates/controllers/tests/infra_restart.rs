@@ -13,27 +13,9 @@ use std::time::Duration;
 use api::{ComputeContract, Infra, InfraPhase};
 use apiserver::store::ChangeType;
 use apiserver::testing::TestServer;
-use controllers::infra::{self, IDENTITY};
-use controllers::{SharedCaches, SystemClock};
-use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install};
+use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install, start_manager};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
-use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use tokio::task::JoinHandle;
-
-/// One manager: its caches and the Infra controller.
-fn start_manager(client: &Client) -> (JoinHandle<()>, JoinHandle<()>) {
-    let caches = SharedCaches::new(client.clone(), NS);
-    let ctx = Arc::new(IDENTITY.context(client.clone(), Arc::new(SystemClock), NS));
-    let controller = tokio::spawn(infra::controller(ctx, &caches));
-    let reflectors = tokio::spawn(caches.run());
-    (controller, reflectors)
-}
-
-fn kill((controller, reflectors): (JoinHandle<()>, JoinHandle<()>)) {
-    controller.abort();
-    reflectors.abort();
-}
 
 /// Every ComputeContract's phase, read from the API server.
 async fn phases(
@@ -114,7 +96,7 @@ async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
     .await;
 
     // Kill the manager mid-release; a new one starts with empty caches.
-    kill(first);
+    first.kill();
     let restart_from = server.history().len();
     let second = start_manager(&client);
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -181,6 +163,6 @@ async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
         assert_eq!(last["status"]["phase"], "Released", "{entry}");
     }
 
-    kill(second);
+    second.kill();
     requester.abort();
 }

@@ -98,3 +98,66 @@ pub async fn fake_requester(client: Client, hold: Arc<AtomicBool>) {
 
 #[allow(unused_imports)] // Not every test binary of this support waits.
 pub use testkit::eventually;
+
+/// One manager's Infra side: its caches and the Infra controller (on the
+/// system clock), as [`start_manager`] starts them.
+pub struct InfraManager {
+    controller: tokio::task::JoinHandle<()>,
+    reflectors: tokio::task::JoinHandle<()>,
+}
+
+impl InfraManager {
+    /// Stops the controller and its caches at once, as a killed process would.
+    pub fn kill(self) {
+        self.controller.abort();
+        self.reflectors.abort();
+    }
+}
+
+/// Starts the Infra controller and its caches on `client`.
+pub fn start_manager(client: &Client) -> InfraManager {
+    use controllers::infra::{self, IDENTITY};
+    let caches = controllers::SharedCaches::new(client.clone(), NS);
+    let clock = Arc::new(controllers::SystemClock);
+    let ctx = Arc::new(IDENTITY.context(client.clone(), clock, NS));
+    InfraManager {
+        controller: tokio::spawn(infra::controller(ctx, &caches)),
+        reflectors: tokio::spawn(caches.run()),
+    }
+}
+
+/// An embedded API server with the CRDs, the Infra controller and a fake
+/// Requester running, and the Infra and contract APIs of [`NS`].
+pub struct Rig {
+    pub server: apiserver::testing::TestServer,
+    pub client: Client,
+    pub manager: InfraManager,
+    pub requester: tokio::task::JoinHandle<()>,
+    pub infras: Api<api::Infra>,
+    pub contracts: Api<ComputeContract>,
+}
+
+impl Rig {
+    /// Starts everything; the fake Requester never holds releases.
+    pub async fn start() -> Self {
+        let server = apiserver::testing::TestServer::start().await.unwrap();
+        let client = server.client();
+        install(&client).await;
+        let manager = start_manager(&client);
+        let requester = tokio::spawn(fake_requester(client.clone(), Arc::default()));
+        Self {
+            infras: Api::namespaced(client.clone(), NS),
+            contracts: Api::namespaced(client.clone(), NS),
+            server,
+            client,
+            manager,
+            requester,
+        }
+    }
+
+    /// Stops the controller, its caches and the fake Requester.
+    pub fn stop(self) {
+        self.manager.kill();
+        self.requester.abort();
+    }
+}
