@@ -160,3 +160,29 @@ pub fn log_outcome<T, E: std::fmt::Display>(
         futures::future::ready(())
     }
 }
+
+/// Runs `controller` as every reconciler runs: `concurrency` keys at once,
+/// taking no new work once the context's stop is signaled, each failure
+/// through [`error_policy`] under `label`, the machinery's own outcomes
+/// logged by [`log_outcome`]. Ends when the controller's streams end.
+pub fn run<K, S, Fut>(
+    controller: kube::runtime::Controller<K>,
+    label: &'static str,
+    concurrency: u16,
+    reconcile: impl FnMut(Arc<K>, Arc<S>) -> Fut,
+    state: Arc<S>,
+) -> impl std::future::Future<Output = ()>
+where
+    K: Clone + Resource + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + std::fmt::Debug + Unpin,
+    S: Shell,
+    Fut: futures::TryFuture<Ok = Action, Error = Error> + Send + 'static,
+{
+    use futures::StreamExt;
+    let stop = state.context().stop.signaled();
+    controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(stop)
+        .run(reconcile, policy::<K, S>(label), state)
+        .for_each(log_outcome(label))
+}

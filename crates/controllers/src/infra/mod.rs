@@ -35,8 +35,7 @@ use std::sync::Arc;
 
 use api::names::INFRA_RELEASE_FINALIZER;
 use api::{ComputeContract, Infra, NodeClaim};
-use futures::StreamExt;
-use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
@@ -90,9 +89,8 @@ pub fn controller(
             .owns_shared_stream(caches.contracts.subscribe())
             .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<NodeClaim>| {
                 claims::infra_to_wake(&claim)
-            })
-            .with_config(Config::default().concurrency(ctx.concurrency))
-            .graceful_shutdown_on(ctx.stop.signaled());
+            });
+    let concurrency = ctx.concurrency;
     let state = Arc::new(Reconciler {
         ctx,
         contracts: caches.contracts.store(),
@@ -100,16 +98,7 @@ pub fn controller(
         claims: caches.nodeclaims.store(),
         ready: caches.readiness(),
     });
-    async move {
-        controller
-            .run(
-                reconcile,
-                reconciler::policy::<Infra, Reconciler>(METRICS_LABEL),
-                state,
-            )
-            .for_each(reconciler::log_outcome(METRICS_LABEL))
-            .await;
-    }
+    reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
 }
 
 /// The contracts of `infra` in the cache: same namespace, labelled with its

@@ -43,11 +43,10 @@ use std::time::Duration;
 
 use api::names::INFRA_NAME_LABEL;
 use api::{Cluster, ComputeContract, Infra, NodeClaim, Requester};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::Controller;
-use kube::runtime::controller::{Action, Config};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
@@ -129,7 +128,7 @@ pub fn controller(
         indexes: caches.indexes.clone(),
         ready: caches.readiness(),
     };
-    let config = Config::default().concurrency(ctx.concurrency);
+    let concurrency = ctx.concurrency;
     let runtime = Arc::new(Runtime {
         ctx: ctx.clone(),
         stores: stores.clone(),
@@ -138,7 +137,6 @@ pub fn controller(
 
     let by_cluster =
         Controller::for_shared_stream(caches.clusters.subscribe(), stores.clusters.clone())
-            .with_config(config.clone())
             .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<NodeClaim>| {
                 Some(cluster_ref(&ClusterKey::of_claim(&claim)))
             })
@@ -170,14 +168,14 @@ pub fn controller(
                         .map(|c| ObjectRef::from_obj(c.as_ref()))
                         .collect::<Vec<_>>()
                 }
-            })
-            .graceful_shutdown_on(ctx.stop.signaled())
-            .run(
-                reconcile_cluster,
-                reconciler::policy::<Cluster, Runtime>(METRICS_LABEL),
-                runtime.clone(),
-            )
-            .for_each(reconciler::log_outcome(METRICS_LABEL));
+            });
+    let by_cluster = reconciler::run(
+        by_cluster,
+        METRICS_LABEL,
+        concurrency,
+        reconcile_cluster,
+        runtime.clone(),
+    );
 
     // Claims whose Cluster does not exist: keyed by claim, same reconcile.
     let claims_of = |indexes: Indexes| {
@@ -188,7 +186,6 @@ pub fn controller(
     };
     let orphans =
         Controller::for_shared_stream(caches.nodeclaims.subscribe(), stores.claims.clone())
-            .with_config(config)
             .watches_shared_stream(caches.clusters.subscribe(), {
                 let claims_of = claims_of(stores.indexes.clone());
                 move |cluster: Arc<Cluster>| {
@@ -217,14 +214,14 @@ pub fn controller(
                 move |secret: Arc<Secret>| {
                     claims_of(labelled_cluster_key(&infras, &ns, secret.as_ref()))
                 }
-            })
-            .graceful_shutdown_on(ctx.stop.signaled())
-            .run(
-                reconcile_orphan,
-                reconciler::policy::<NodeClaim, Runtime>(METRICS_LABEL),
-                runtime,
-            )
-            .for_each(reconciler::log_outcome(METRICS_LABEL));
+            });
+    let orphans = reconciler::run(
+        orphans,
+        METRICS_LABEL,
+        concurrency,
+        reconcile_orphan,
+        runtime,
+    );
 
     async move {
         futures::join!(by_cluster, orphans);

@@ -41,8 +41,7 @@ pub(crate) mod test_fixtures;
 use std::sync::Arc;
 
 use api::{ComputeContract, Infra, Requester};
-use futures::StreamExt;
-use kube::runtime::controller::{Config, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
@@ -188,7 +187,7 @@ pub fn controller(
         count_pace: count_pace::CountPace::default(),
         ready: caches.readiness(),
     });
-    let config = Config::default().concurrency(ctx.concurrency);
+    let concurrency = ctx.concurrency;
     let contract_store = caches.contracts.store();
     let contracts =
         Controller::for_shared_stream(caches.contracts.subscribe(), caches.contracts.store())
@@ -198,15 +197,14 @@ pub fn controller(
                 move |requester: Arc<Requester>| {
                     contracts_of(&contract_store, requester.namespace())
                 },
-            )
-            .with_config(config.clone())
-            .graceful_shutdown_on(ctx.stop.signaled())
-            .run(
-                act::reconcile_contract,
-                reconciler::policy::<ComputeContract, Runtime>(CONTRACT_METRICS_LABEL),
-                Arc::clone(&rt),
-            )
-            .for_each(reconciler::log_outcome(CONTRACT_METRICS_LABEL));
+            );
+    let contracts = reconciler::run(
+        contracts,
+        CONTRACT_METRICS_LABEL,
+        concurrency,
+        act::reconcile_contract,
+        Arc::clone(&rt),
+    );
     let by_contract = caches.requesters.store();
     let by_infra = caches.requesters.store();
     let requesters =
@@ -221,27 +219,19 @@ pub fn controller(
             )
             .watches_shared_stream(caches.infras.subscribe(), move |infra: Arc<Infra>| {
                 requesters_of(&by_infra, infra.namespace())
-            })
-            .with_config(config)
-            .graceful_shutdown_on(ctx.stop.signaled())
-            .run(
-                root::reconcile_requester,
-                reconciler::policy::<Requester, Runtime>(ROOT_METRICS_LABEL),
-                Arc::clone(&rt),
-            )
-            .for_each(reconciler::log_outcome(ROOT_METRICS_LABEL));
+            });
+    let requesters = reconciler::run(
+        requesters,
+        ROOT_METRICS_LABEL,
+        concurrency,
+        root::reconcile_requester,
+        Arc::clone(&rt),
+    );
     let ignored = Controller::for_shared_stream(
         caches.outside_requesters.subscribe(),
         caches.outside_requesters.store(),
-    )
-    .with_config(Config::default().concurrency(1))
-    .graceful_shutdown_on(ctx.stop.signaled())
-    .run(
-        ignored::reconcile,
-        reconciler::policy::<Requester, Runtime>(ignored::METRICS_LABEL),
-        rt,
-    )
-    .for_each(reconciler::log_outcome(ignored::METRICS_LABEL));
+    );
+    let ignored = reconciler::run(ignored, ignored::METRICS_LABEL, 1, ignored::reconcile, rt);
     async move {
         futures::join!(contracts, requesters, ignored);
     }
