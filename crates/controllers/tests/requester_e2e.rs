@@ -422,9 +422,10 @@ async fn a_contract_made_by_hand_without_the_release_finalizer_is_not_rented() {
 }
 
 /// Write economy (issue 12): a contract that goes well gets one status write
-/// per step a person could see, none before its RFP is published (no
-/// Pending), none for a booting guest (the Accepted write says it already),
-/// none for the new generation of a release before the release is sent.
+/// per step, none for a booting guest (the Accepted write says it already).
+/// Pending and a release's new generation are still written before the market
+/// call: that write, guarded by the resourceVersion, is what keeps a
+/// reconcile from a stale cache from calling the market again.
 #[tokio::test]
 async fn a_contract_that_goes_well_is_written_once_per_step() {
     let env = Env::start().await;
@@ -453,6 +454,7 @@ async fn a_contract_that_goes_well_is_written_once_per_step() {
     assert_eq!(
         phases,
         [
+            "Pending",
             "Bidding",
             "Bidding",
             "Accepted",
@@ -460,7 +462,7 @@ async fn a_contract_that_goes_well_is_written_once_per_step() {
             "Releasing",
             "Released"
         ],
-        "RFP published, winner chosen, accepted, deployed, releasing, released"
+        "pending, RFP published, winner chosen, accepted, deployed (and the release's generation), releasing, released"
     );
     controller.abort();
 }

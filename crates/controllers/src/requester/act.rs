@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractStatus, Receipt, names};
+use api::{ComputeContract, Receipt, names};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
@@ -64,9 +64,9 @@ pub(super) async fn reconcile_contract(
     };
     let (view, handle, market_retry) = market_view(&rt, &contract, &namespace).await;
     let mut current = (*contract).clone();
-    // The status the server holds; `current.status` may be ahead of it by a
-    // step not written before its market call (see `deferred`).
-    let mut on_server = current.status.clone();
+    // Whether `current` is what the server answered to a write of this
+    // reconcile (fresh), rather than the cache's copy (possibly behind).
+    let mut fresh = false;
     let mut observation = Observation::Nothing;
     for _ in 0..MAX_STEPS {
         let inputs = Inputs {
@@ -77,22 +77,15 @@ pub(super) async fn reconcile_contract(
         };
         let step = decide(inputs, observation);
         if let Some(receipt) = &step.record_receipt {
-            let Some(mut written) =
-                write_receipt_annotation(&ctx.client, &current, receipt).await?
+            let Some(written) = write_receipt_annotation(&ctx.client, &current, receipt).await?
             else {
                 return Ok(Action::await_change());
             };
-            written.status = current.status.take();
             current = written;
+            fresh = true;
         }
-        if on_server.as_ref() == Some(&step.status) {
-            current.status = on_server.clone();
-        } else if deferred(step.command.as_ref(), on_server.as_ref(), &step.status)
-            && !step.remove_finalizer
-        {
-            current.status = Some(step.status.clone());
-        } else {
-            let old = on_server.clone();
+        if current.status.as_ref() != Some(&step.status) {
+            let old = current.status.clone();
             let Some(written) =
                 write::replace_status(&ctx.client, MANAGER, &current, step.status.clone()).await?
             else {
@@ -100,7 +93,7 @@ pub(super) async fn reconcile_contract(
                 return Ok(Action::await_change());
             };
             current = written;
-            on_server = current.status.clone();
+            fresh = true;
             if let Some(note) = transition_event(old.as_ref(), &step.status) {
                 publish_event(&rt, &current, note).await;
             }
@@ -125,6 +118,12 @@ pub(super) async fn reconcile_contract(
             // decide only asks for a market call when the view is Ready.
             return Ok(Action::await_change());
         };
+        if matches!(command, Command::Publish) && !fresh && cache_is_behind(ctx, &current).await? {
+            // A copy older than this controller's own last write (a Pending
+            // written, Bidding not yet seen) would publish the RFP again;
+            // the newer copy is on its way and wakes this contract.
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         let started = std::time::Instant::now();
         let operation = command.operation();
         observation = perform(handle, &current, command).await;
@@ -134,20 +133,21 @@ pub(super) async fn reconcile_contract(
     Ok(Action::requeue(Duration::from_secs(1)))
 }
 
-/// Whether the status decided before `command` is written with the call's
-/// outcome instead of before the call: nothing in it must be on record first
-/// (a new contract's Pending before its RFP is published; a new
-/// observedGeneration before a release is sent), and a lost step is decided
-/// again from the object. A new winner (before its accept) and a new receipt
-/// (before a poll or a release) are always written first.
-fn deferred(
-    command: Option<&Command>,
-    on_server: Option<&ComputeContractStatus>,
-    decided: &ComputeContractStatus,
-) -> bool {
-    matches!(command, Some(Command::Publish | Command::Release(_)))
-        && on_server.and_then(|s| s.winner.as_ref()) == decided.winner.as_ref()
-        && on_server.and_then(|s| s.receipt.as_ref()) == decided.receipt.as_ref()
+/// Whether the server holds a newer version of `contract` than the copy
+/// decided from. Read only before a publish decided without a write (a write
+/// guarded by the resourceVersion would have told): one read, no write.
+async fn cache_is_behind(ctx: &super::Context, contract: &ComputeContract) -> Result<bool> {
+    let namespace = contract.namespace().unwrap_or_default();
+    let api: kube::Api<ComputeContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
+    let name = contract.name_any();
+    let on_server = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| crate::Error::kube(format!("read ComputeContract {namespace}/{name}"), e))?;
+    Ok(
+        on_server
+            .is_some_and(|c| c.metadata.resource_version != contract.metadata.resource_version),
+    )
 }
 
 fn requeue(after: Option<Duration>) -> Action {
