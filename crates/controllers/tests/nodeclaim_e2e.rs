@@ -400,3 +400,37 @@ async fn names_and_a_claims_machine_are_checked_up_front() {
         .await
         .unwrap();
 }
+
+/// Write economy (issue 12): a claim that goes well is written once per step
+/// of its own; the steps of its contract (Bidding, Accepted) are not each a
+/// claim write, and a deleted claim goes from Releasing without a Released write.
+#[tokio::test]
+async fn a_claim_is_written_once_per_step_of_its_own() {
+    let env = start().await;
+    let client = &env.client;
+    let _ = two_claims_joined(&env).await;
+    claims(client)
+        .delete("worker-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    testkit::wait_gone(&claims(client), "worker-a").await;
+    let mut last = serde_json::Value::Null;
+    let mut phases: Vec<String> = Vec::new();
+    for entry in env.server.history() {
+        if entry.name != "worker-a" || !entry.resource.ends_with("/nodeclaims") {
+            continue;
+        }
+        let status = entry.object()["status"].clone();
+        if status != last && !status.is_null() {
+            phases.push(status["phase"].as_str().unwrap_or("none").to_owned());
+            last = status;
+        }
+    }
+    // A node may join in a pass after its machine is Deployed: one write more.
+    phases.retain(|p| p != "Deployed");
+    assert_eq!(
+        phases,
+        ["Requesting", "Requesting", "Joined", "Releasing"],
+        "entry written, contract renting, node joined, releasing"
+    );
+}

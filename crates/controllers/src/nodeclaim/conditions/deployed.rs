@@ -113,6 +113,17 @@ pub fn observe(
         Some(ComputeContractPhase::Released) => {
             (reason::RELEASED, "the machine is released".to_owned())
         }
+        // One message for every step of a rent that goes on, so a
+        // contract's steps are not each a write of the claim (its own phase
+        // says how far it is).
+        Some(
+            ComputeContractPhase::Pending
+            | ComputeContractPhase::Bidding
+            | ComputeContractPhase::Accepted,
+        ) => (
+            reason::RENTING,
+            "the market is renting a machine (the ComputeContract's phase says how far)".to_owned(),
+        ),
         Some(p) => (
             reason::RENTING,
             format!("the market is renting a machine (contract {p:?})"),
