@@ -1,14 +1,16 @@
 //! CRD types, names, labels and the pure contract mapping of `socialweb.computer`.
 //!
-//! Five namespaced kinds in `socialweb.computer/v1alpha1`: [`Cluster`],
-//! [`NodeClaim`], [`Infra`], [`ComputeContract`] and [`Requester`]. The doc
+//! Six namespaced kinds in `socialweb.computer/v1alpha1`: [`Cluster`],
+//! [`NodeClaim`], [`Infra`], [`ComputeContract`], [`Requester`] and
+//! [`AtprotoRecord`]. The doc
 //! comments on every field are the schema descriptions `kubectl explain` shows.
 //! [`names`] holds the labels, finalizers and derived names every controller
 //! agrees on; [`mapping`] turns an Infra entry into a ComputeContract spec and
-//! an Infra into its publishable declaration and hash.
+//! an Infra into its publishable declaration, its hash and its atproto record.
 #![deny(missing_docs)]
 
 pub mod atproto_market;
+pub mod atproto_record;
 pub mod cluster;
 pub mod common;
 pub mod compute_contract;
@@ -20,6 +22,7 @@ pub mod nodeclaim;
 pub mod requester;
 
 pub use atproto_market::*;
+pub use atproto_record::*;
 pub use cluster::*;
 pub use common::*;
 pub use compute_contract::*;
@@ -39,7 +42,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 /// The CustomResourceDefinitions of every kind, in a fixed order
-/// (Cluster, NodeClaim, Infra, ComputeContract, Requester).
+/// (Cluster, NodeClaim, Infra, ComputeContract, Requester, AtprotoRecord).
 #[must_use]
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
@@ -48,5 +51,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Infra::crd(),
         ComputeContract::crd(),
         Requester::crd(),
+        AtprotoRecord::crd(),
     ]
 }

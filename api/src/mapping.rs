@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::atproto_record::DECLARATION_COLLECTION;
 use crate::common::SecretRef;
 use crate::compute_contract::{ComputeContractSpec, DEFAULT_TTL_SECONDS_AFTER_FINISHED};
 use crate::infra::{ContractEntry, InfraSpec, NodeEntry};
@@ -76,6 +77,29 @@ pub fn declaration(spec: &InfraSpec) -> Declaration {
         description: spec.description.clone(),
         contracts,
     }
+}
+
+/// The atproto record of a declaration: `$type` (the collection
+/// [`DECLARATION_COLLECTION`]), `description` and `contracts`, nothing else.
+///
+/// Built from a [`Declaration`] only, so nothing of an Infra beyond its
+/// description and contracts (its `clusterRef`, `nodes`, `secrets`, the
+/// Secrets they name) can reach a record.
+///
+/// # Errors
+/// Only if the declaration cannot be serialized to JSON, which its types rule out.
+pub fn declaration_record(declaration: &Declaration) -> Result<Value, serde_json::Error> {
+    let mut record = serde_json::Map::new();
+    record.insert("$type".to_owned(), Value::from(DECLARATION_COLLECTION));
+    record.insert(
+        "description".to_owned(),
+        Value::from(declaration.description.clone()),
+    );
+    record.insert(
+        "contracts".to_owned(),
+        serde_json::to_value(&declaration.contracts)?,
+    );
+    Ok(Value::Object(record))
 }
 
 /// sha256 hex of the canonical JSON of `declaration`: object keys sorted, no

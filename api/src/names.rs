@@ -28,6 +28,11 @@ pub const REQUESTER_FINALIZER: &str = "requester.socialweb.computer/root-delete-
 /// goes, however it is deleted (directly, by the garbage collector, with its namespace).
 pub const CONTRACT_RELEASE_FINALIZER: &str = "requester.socialweb.computer/release";
 
+/// Finalizer on an AtprotoRecord (put there by the Infra controller when it
+/// creates the object, removed by the record controller): with deletion policy
+/// Delete the record is deleted from the repository before the object goes.
+pub const RECORD_DELETE_FINALIZER: &str = "atprotorecord.socialweb.computer/delete-record";
+
 /// Annotation on a ComputeContract holding its receipt as JSON `{"uri":..,"cid":..}`,
 /// so a restore that drops status does not leak a machine.
 pub const RECEIPT_ANNOTATION: &str = "socialweb.computer/receipt";
@@ -43,6 +48,8 @@ pub const INFRA_MANAGER: &str = "socialweb/infra";
 pub const NODECLAIM_MANAGER: &str = "socialweb/nodeclaim";
 /// Server-side apply field manager of the Requester controller.
 pub const REQUESTER_MANAGER: &str = "socialweb/requester";
+/// Server-side apply field manager of the record controller (AtprotoRecord status).
+pub const RECORD_MANAGER: &str = "socialweb/record";
 
 /// The `type` of a join Secret (grant token, apiserver URL, CA, node name).
 pub const JOIN_SECRET_TYPE: &str = "socialweb.computer/join-bundle";
@@ -110,6 +117,34 @@ pub fn compute_contract_name(infra: &str, entry: &str) -> String {
 #[must_use]
 pub fn join_secret_name(entry: &str) -> String {
     format!("{JOIN_SECRET_PREFIX}{entry}")
+}
+
+/// The base32-sortable alphabet of atproto TIDs.
+const TID_ALPHABET: &[u8; 32] = b"234567abcdefghijklmnopqrstuvwxyz";
+
+/// The record key of the declaration record of the Infra `<namespace>/<name>`
+/// with uid `uid`: TID-shaped (13 base32-sortable characters, top bit 0), its
+/// bits the first 63 of sha256(`<namespace>/<name>/<uid>`).
+///
+/// # Guarantees
+/// A valid TID. The same Infra always gets the same key, so a restart writes
+/// the same record again instead of a second one; a recreated Infra (new uid)
+/// gets a new key. The key is a hash: it names no tenant, Cluster or namespace.
+#[must_use]
+pub fn record_key(namespace: &str, name: &str, uid: &str) -> String {
+    let digest = Sha256::digest(format!("{namespace}/{name}/{uid}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    let bits = u64::from_be_bytes(first) >> 1;
+    (0..13)
+        .map(|i| {
+            let shift = 5 * (12 - i);
+            // Five bits index a table of 32.
+            #[allow(clippy::cast_possible_truncation)]
+            let index = ((bits >> shift) & 0x1f) as usize;
+            char::from(TID_ALPHABET[index])
+        })
+        .collect()
 }
 
 /// Whether `value` is a DNS-1123 label: 1 to 63 characters of `[a-z0-9-]`,

@@ -117,3 +117,18 @@ fn kinds_live_in_the_group() {
     assert_eq!(NodeClaim::plural(&()), "nodeclaims");
     assert_eq!(api::Infra::plural(&()), "infras");
 }
+
+#[test]
+fn an_atproto_record_defaults_to_our_collection_and_delete() {
+    let spec: api::AtprotoRecordSpec = serde_json::from_value(json!({
+        "infraName": "nodes-2b726ab7ba6f76600839",
+        "rkey": "4yac5gdjkcf36"
+    }))
+    .unwrap();
+    assert_eq!(spec.collection, "computer.socialweb.infra.declaration");
+    assert_eq!(spec.deletion_policy, api::DeletionPolicy::Delete);
+    let orphan: api::DeletionPolicy = serde_json::from_value(json!("Orphan")).unwrap();
+    assert_eq!(orphan, api::DeletionPolicy::Orphan);
+    assert_eq!(api::AtprotoRecord::kind(&()), "AtprotoRecord");
+    assert_eq!(api::AtprotoRecord::plural(&()), "atprotorecords");
+}

@@ -50,7 +50,7 @@ fn committed_files_equal_generation() {
 #[test]
 fn every_kind_is_namespaced_with_status_in_the_group() {
     let crds = committed();
-    assert_eq!(crds.len(), 5);
+    assert_eq!(crds.len(), 6);
     for (file, crd) in &crds {
         let spec = &crd.spec;
         assert_eq!(spec.group, "socialweb.computer");
@@ -95,6 +95,10 @@ fn printer_columns_point_at_real_fields() {
             vec!["Infra", "Phase", "Winner", "Cost", "Age"],
         ),
         ("Requester", vec!["Market", "Contracts", "Age"]),
+        (
+            "AtprotoRecord",
+            vec!["Infra", "Phase", "URI", "Policy", "Age"],
+        ),
     ]);
     for crd in committed().values() {
         let version = &crd.spec.versions[0];
@@ -306,6 +310,16 @@ fn defaults_only_where_intended() {
                     json!(120),
                 ),
                 (".status.contracts", json!(0)),
+            ]),
+        ),
+        (
+            "AtprotoRecord",
+            BTreeMap::from([
+                (
+                    ".spec.collection",
+                    json!("computer.socialweb.infra.declaration"),
+                ),
+                (".spec.deletionPolicy", json!("Delete")),
             ]),
         ),
     ]);

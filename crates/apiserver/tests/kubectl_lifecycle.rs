@@ -40,6 +40,7 @@ async fn api_resources_lists_the_kinds_with_short_names_and_categories() {
             .clone()
     };
     for (name, short, kind) in [
+        ("atprotorecords", "apr", "AtprotoRecord"),
         ("clusters", "swc", "Cluster"),
         ("computecontracts", "cc", "ComputeContract"),
         ("infras", "inf", "Infra"),
@@ -73,6 +74,7 @@ async fn api_resources_lists_the_kinds_with_short_names_and_categories() {
     assert_eq!(
         names,
         [
+            "atprotorecords.socialweb.computer",
             "clusters.socialweb.computer",
             "computecontracts.socialweb.computer",
             "infras.socialweb.computer",

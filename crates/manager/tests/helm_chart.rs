@@ -47,7 +47,7 @@ fn the_charts_crds_are_byte_identical_to_the_generated_ones() {
     let generated = repo_root().join("deploy/crds");
     let shipped = chart().join("crds");
     let names = yaml_files(&generated);
-    assert_eq!(names.len(), 5, "{names:?}");
+    assert_eq!(names.len(), 6, "{names:?}");
     assert_eq!(
         yaml_files(&shipped),
         names,
@@ -205,7 +205,7 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
         .into_iter()
         .filter_map(|crd| crd.metadata.name)
         .collect();
-    assert_eq!(crd_names.len(), 5, "{crd_names:?}");
+    assert_eq!(crd_names.len(), 6, "{crd_names:?}");
 
     let deployment = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
         .get("sw-socialweb-manager")
