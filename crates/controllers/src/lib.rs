@@ -6,6 +6,8 @@
 //!   its status; the Requester object's finalizer keeps the root delete order.
 //! - [`nodeclaim`]: composes all NodeClaims of a Cluster into one Infra and
 //!   keeps the join secrets, the grant, adoption and the graces.
+//! - [`record`]: publishes each Infra's declaration as an atproto record in
+//!   its Requester's repository (AtprotoRecord status, putRecord, deleteRecord).
 //!
 //! Every reconciler reads one shared cache ([`cache::SharedCaches`]) and never
 //! lists from the API server; each is a pure `decide` step and a thin `act` step.
@@ -17,6 +19,7 @@ pub mod market_adapter;
 pub mod metrics;
 pub mod nodeclaim;
 pub mod reconciler;
+pub mod record;
 pub mod requester;
 pub mod stop;
 pub mod time;

@@ -1,4 +1,4 @@
-//! One shared cache, three reconcilers: how the manager puts them together.
+//! One shared cache, four reconcilers: how the manager puts them together.
 //!
 //! `run`, `dev`, `demo` and the end-to-end tests all start the controllers
 //! through [`Controllers::start`], so the tests exercise the real wiring.
@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use controllers::reconciler::ReconcilerContext;
-use controllers::{Clock, SharedCaches, StopSignal, infra, metrics::Metrics, nodeclaim, requester};
+use controllers::{
+    Clock, SharedCaches, StopSignal, infra, metrics::Metrics, nodeclaim, record, requester,
+};
 use kube::Client;
 use tokio::sync::watch;
 
@@ -70,7 +72,7 @@ pub struct Running {
 }
 
 impl Controllers {
-    /// Subscribes the three reconcilers to one shared cache and returns the
+    /// Subscribes the four reconcilers to one shared cache and returns the
     /// future that runs them and the cache.
     ///
     /// # Guarantees
@@ -107,10 +109,16 @@ impl Controllers {
         );
         requester_ctx.timing.guest_poll = Duration::from_secs(self.options.guest_poll_seconds);
 
+        let record_ctx = record::Context::with_shared(configured(
+            record::IDENTITY.context(client.clone(), Arc::clone(clock), &namespace),
+            record::CONCURRENCY,
+        ));
+
         // Every controller subscribes before the reflectors start, so none misses the initial list.
         let infra = infra::controller(Arc::new(infra_ctx), &caches);
         let requester = requester::controller(Arc::new(requester_ctx), &caches);
         let nodeclaim = nodeclaim::controller(Arc::new(nodeclaim_ctx), &caches);
+        let record = record::controller(Arc::new(record_ctx), &caches);
         let reflectors = caches.run();
 
         // A controller whose own cache never lists (a missing CRD, no rights)
@@ -143,7 +151,7 @@ impl Controllers {
         let done = Box::pin(async move {
             tokio::select! {
                 () = reflectors => tracing::warn!("the shared cache stopped"),
-                ((), (), ()) = futures::future::join3(infra, requester, nodeclaim) => {}
+                ((), (), (), ()) = futures::future::join4(infra, requester, nodeclaim, record) => {}
                 () = readiness => {}
                 () = stopped_before_ready => {
                     tracing::info!("stopped before every cache listed: nothing was reconciled");

@@ -71,6 +71,38 @@ const UNUSED_ON_PURPOSE: &[(&str, &str, &str, &str)] = &[
     ),
     // The atproto market's credentials; this scenario runs the local market.
     ("", "secrets", "get", "not with a local market"),
+    // An Infra's spec.record (the NodeClaim controller's Infras set none): the
+    // record controller's tests (controllers/tests/record_*.rs) use these.
+    (
+        "socialweb.computer",
+        "atprotorecords",
+        "create",
+        "AtprotoRecords (an Infra's spec.record)",
+    ),
+    (
+        "socialweb.computer",
+        "atprotorecords",
+        "patch",
+        "AtprotoRecords (an Infra's spec.record)",
+    ),
+    (
+        "socialweb.computer",
+        "atprotorecords",
+        "delete",
+        "AtprotoRecords (an Infra's spec.record)",
+    ),
+    (
+        "socialweb.computer",
+        "atprotorecords",
+        "get",
+        "only when the cache shows none",
+    ),
+    (
+        "socialweb.computer",
+        "atprotorecords/status",
+        "update",
+        "replaces AtprotoRecord status",
+    ),
 ];
 
 fn templates() -> PathBuf {

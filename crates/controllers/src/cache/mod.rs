@@ -59,7 +59,9 @@ use std::{
     sync::Mutex,
 };
 
-use api::{ComputeContract, ComputeContractPhase, Infra, NodeClaim, Requester, names};
+use api::{
+    AtprotoRecord, ComputeContract, ComputeContractPhase, Infra, NodeClaim, Requester, names,
+};
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
@@ -492,6 +494,8 @@ pub struct SharedCaches {
     pub outside_requesters: Shared<Requester>,
     /// Join Secrets of the contract namespace (those labelled with a contract entry).
     pub join_secrets: Shared<Secret>,
+    /// AtprotoRecords of the contract namespace.
+    pub atproto_records: Shared<AtprotoRecord>,
     /// Clusters of every namespace.
     pub clusters: Shared<Cluster>,
     /// NodeClaims of every namespace.
@@ -528,6 +532,10 @@ impl SharedCaches {
                 watcher::Config::default().labels(names::CONTRACT_LABEL),
             )
             .indexed_by(indexes.join_secrets_by_infra.clone()),
+            atproto_records: Shared::new(
+                Api::namespaced(client.clone(), contract_namespace),
+                any(),
+            ),
             clusters: Shared::new(Api::all(client.clone()), any()),
             nodeclaims: Shared::new(Api::all(client), any())
                 .indexed_by(indexes.claims_by_cluster.clone()),
@@ -553,6 +561,7 @@ impl SharedCaches {
             self.requesters.take_reflector(reporting()),
             self.outside_requesters.take_reflector(reporting()),
             self.join_secrets.take_reflector(reporting()),
+            self.atproto_records.take_reflector(reporting()),
             self.clusters.take_reflector(reporting()),
             self.nodeclaims.take_reflector(reporting()),
         ]
@@ -573,6 +582,7 @@ impl SharedCaches {
                 self.contracts.ready.subscribe(),
                 self.requesters.ready.subscribe(),
                 self.join_secrets.ready.subscribe(),
+                self.atproto_records.ready.subscribe(),
                 self.clusters.ready.subscribe(),
                 self.nodeclaims.ready.subscribe(),
             ],

@@ -2,7 +2,8 @@
 //!
 //! Watches Infras and the ComputeContracts they own (both from the shared
 //! cache of the contract namespace), and reads NodeClaims (all namespaces;
-//! a claim that may let a held contract go wakes its Infra, see [`claims`]). For each entry of an Infra's
+//! a claim that may let a held contract go wakes its Infra, see [`claims`])
+//! and the AtprotoRecords it owns ([`record`]). For each entry of an Infra's
 //! `spec.contracts` it server-side applies the ComputeContract
 //! `<infra>-<entry>` (field manager `socialweb/infra`, forced); a contract that
 //! matches no entry is released and deleted once Released; on Infra deletion
@@ -27,14 +28,16 @@ pub mod decide;
 pub mod events;
 pub mod objects;
 pub mod problems;
+pub mod record;
 pub mod rows;
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use api::names::INFRA_RELEASE_FINALIZER;
-use api::{ComputeContract, Infra, NodeClaim};
+use api::{AtprotoRecord, ComputeContract, Infra, NodeClaim};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::Store;
@@ -66,6 +69,7 @@ struct Reconciler {
     contracts: Store<ComputeContract>,
     indexes: Indexes,
     claims: Store<NodeClaim>,
+    records: Store<AtprotoRecord>,
     ready: CacheReadiness,
 }
 
@@ -87,6 +91,7 @@ pub fn controller(
     let controller =
         Controller::for_shared_stream(caches.infras.subscribe(), caches.infras.store())
             .owns_shared_stream(caches.contracts.subscribe())
+            .owns_shared_stream(caches.atproto_records.subscribe())
             .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<NodeClaim>| {
                 claims::infra_to_wake(&claim)
             });
@@ -96,6 +101,7 @@ pub fn controller(
         contracts: caches.contracts.store(),
         indexes: caches.indexes.clone(),
         claims: caches.nodeclaims.store(),
+        records: caches.atproto_records.store(),
         ready: caches.readiness(),
     });
     reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
@@ -139,13 +145,21 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         &decide::leaving_entries(&infra, &contracts),
         &state.claims,
     );
-    let plan = decide::decide(&decide::Observed {
+    let mut plan = decide::decide(&decide::Observed {
         infra: &infra,
         contracts: &contracts,
         unreadable: &unreadable,
         claims: &seen,
         now: ctx.now(),
     });
+    // spec.record: the AtprotoRecord goes after every contract (plan 0028 order), before the finalizer.
+    let existing_record = record::observe(ctx, &state.records, &infra, plan.finalized).await?;
+    let record_plan = record::decide(&infra, existing_record.as_deref(), plan.finalized);
+    if plan.finalized && !record_plan.gone {
+        plan.finalized = false;
+        plan.events.retain(|e| *e != events::InfraEvent::Finalized);
+    }
+    plan.requeue = earliest(plan.requeue, record_plan.requeue);
 
     // The finalizer helper removes the finalizer as soon as its cleanup returns Ok,
     // so while contracts remain the deleting path acts here and waits for a change.
@@ -154,7 +168,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .iter()
         .any(|f| f == INFRA_RELEASE_FINALIZER);
     if infra.metadata.deletion_timestamp.is_some() && has_finalizer && !plan.finalized {
-        act::act(ctx, &infra, &plan).await?;
+        act_all(ctx, &infra, &plan, &record_plan).await?;
         return Ok(action(&plan));
     }
 
@@ -162,7 +176,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     finalizer(&api, INFRA_RELEASE_FINALIZER, infra, |event| async {
         match event {
             FinalizerEvent::Apply(infra) | FinalizerEvent::Cleanup(infra) => {
-                act::act(ctx, &infra, &plan).await?;
+                act_all(ctx, &infra, &plan, &record_plan).await?;
                 Ok(action(&plan))
             }
         }
@@ -179,6 +193,25 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
             source: Box::new(source),
         }),
     })
+}
+
+/// Writes the contracts' plan, then the AtprotoRecord's; the first error is returned.
+async fn act_all(
+    ctx: &Context,
+    infra: &Infra,
+    plan: &InfraPlan,
+    record_plan: &record::RecordPlan,
+) -> Result<()> {
+    let contracts = act::act(ctx, infra, plan).await;
+    let records = record::act(ctx, infra, record_plan).await;
+    contracts.and(records)
+}
+
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The contracts the status lists but the cache does not show, read directly

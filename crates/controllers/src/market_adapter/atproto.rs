@@ -46,6 +46,12 @@ impl Credentials {
         }
     }
 
+    /// The account's app password (the record controller logs in with it).
+    #[must_use]
+    pub const fn app_password(&self) -> &Secret<String> {
+        &self.app_password
+    }
+
     /// Whether both values are the same as `other`'s: a changed Secret
     /// rebuilds the market (compared in memory, never printed).
     #[must_use]
