@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use api::{Cluster, NodeClaim, NodeClaimPhase, Requester};
 use apiserver::faults::FaultConfig;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use market::{LocalMarket, LocalMarketConfig};
 use serde_json::json;
@@ -144,30 +144,7 @@ impl World {
     }
 
     async fn create_ready_cluster(&self) {
-        let clusters = self.clusters();
-        let cluster: Cluster = serde_json::from_value(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": CLUSTER, "namespace": NS},
-            "spec": {"account": "did:plc:tenant", "running": true},
-        }))
-        .unwrap();
-        clusters
-            .create(&PostParams::default(), &cluster)
-            .await
-            .unwrap();
-        clusters
-            .patch_status(
-                CLUSTER,
-                &PatchParams::apply("test/cluster-runner").force(),
-                &Patch::Apply(json!({
-                    "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-                    "metadata": {"name": CLUSTER},
-                    "status": {"phase": "Ready", "url": "https://c1.tenant-a.example:6443",
-                               "caData": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="},
-                })),
-            )
-            .await
-            .unwrap();
+        crate::production_support::create_ready_cluster(&self.client, CLUSTER).await;
     }
 
     pub fn claims(&self) -> Api<NodeClaim> {

@@ -103,30 +103,7 @@ impl World {
 
     /// A Cluster reported Ready with an endpoint and a CA.
     pub async fn create_ready_cluster(&self, name: &str) {
-        let clusters: Api<api::Cluster> = Api::namespaced(self.client.clone(), NS);
-        let cluster: api::Cluster = serde_json::from_value(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"account": "did:plc:tenant", "running": true},
-        }))
-        .unwrap();
-        clusters
-            .create(&PostParams::default(), &cluster)
-            .await
-            .unwrap();
-        clusters
-            .patch_status(
-                name,
-                &PatchParams::apply("test/cluster-runner").force(),
-                &Patch::Apply(json!({
-                    "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-                    "metadata": {"name": name},
-                    "status": {"phase": "Ready", "url": "https://c1.tenant-a.example:6443",
-                               "caData": ca_data(name)},
-                })),
-            )
-            .await
-            .unwrap();
+        create_ready_cluster(&self.client, name).await;
     }
 
     pub fn claims(&self) -> Api<NodeClaim> {
@@ -236,6 +213,35 @@ impl World {
             })
             .collect()
     }
+}
+
+/// A Cluster in [`NS`] reported Ready with an endpoint and a CA, as the
+/// tenant cluster's runner would; the production and chaos suites share it.
+pub async fn create_ready_cluster(client: &Client, name: &str) {
+    let clusters: Api<api::Cluster> = Api::namespaced(client.clone(), NS);
+    let cluster: api::Cluster = serde_json::from_value(json!({
+        "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"account": "did:plc:tenant", "running": true},
+    }))
+    .unwrap();
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    clusters
+        .patch_status(
+            name,
+            &PatchParams::apply("test/cluster-runner").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
+                "metadata": {"name": name},
+                "status": {"phase": "Ready", "url": "https://c1.tenant-a.example:6443",
+                           "caData": ca_data(name)},
+            })),
+        )
+        .await
+        .unwrap();
 }
 
 /// A PEM-looking CA, base64 as a Cluster reports it.
