@@ -15,11 +15,9 @@ use std::time::Duration;
 
 use atproto::did::{ATPROTO_KEY, DidResolver};
 use atproto::jwt::{self, Audience};
-use atproto::{
-    AtUri, Auth, Error, PdsClient, Secret, SigningKey, TidGenerator, XrpcClient, attest, data, xrpc,
-};
+use atproto::{AtUri, Error, PdsClient, SigningKey, TidGenerator, attest, data, xrpc};
 use atproto_fake::FakeNetwork;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const VM: &str = "com.publicdomainrelay.temp.compute.vm";
 const RFP: &str = "com.publicdomainrelay.temp.market.rfp";
@@ -34,33 +32,8 @@ async fn our_client_speaks_to_blueskys_pds() {
     let pds = real_pds::RealPds::start(&dir, &net.plc_url).await;
     let http = xrpc::http_client().unwrap();
 
-    // An account: the admin mints an invite, createAccount registers the
-    // did:plc in the fake PLC (the PDS signs the genesis operation).
-    let admin = XrpcClient::new(http.clone(), &pds.url, xrpc::DEFAULT_TIMEOUT);
-    let basic = Auth::Basic {
-        username: "admin".into(),
-        password: Secret::new(pds.admin_password.clone()),
-    };
-    let invite: Value = admin
-        .procedure(
-            "com.atproto.server.createInviteCode",
-            &json!({"useCount": 1}),
-            Some(&basic),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("createInviteCode: {e}\n{}", pds.log_tail()));
-    let owner = PdsClient::new(http.clone(), &pds.url, xrpc::DEFAULT_TIMEOUT);
-    let password: Secret<String> = "account-password-1".into();
-    let account = owner
-        .create_account(
-            "requester.test",
-            "requester@example.test",
-            &password,
-            invite["code"].as_str(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("createAccount: {e}\n{}", pds.log_tail()));
-    let did = account.did;
+    // An account: createAccount registers the did:plc in the fake PLC.
+    let (owner, did) = pds.create_account("requester.test").await;
     assert!(did.starts_with("did:plc:"), "{did}");
     let resolver = DidResolver::new(http.clone(), &net.plc_url, Duration::from_secs(10));
     let doc = resolver.resolve(&did).await.unwrap();

@@ -15,7 +15,7 @@ mod record_support;
 use std::path::Path;
 
 use api::{DECLARATION_COLLECTION, declaration, declaration_record};
-use atproto::{AtUri, Auth, PdsClient, Secret, XrpcClient, xrpc};
+use atproto::{AtUri, Secret, XrpcClient, xrpc};
 use atproto_fake::FakeNetwork;
 use kube::api::DeleteParams;
 use record_support::{HANDLE, INFRA, World, wait_gone};
@@ -25,35 +25,12 @@ const LEXICON: &str = include_str!("../../../lexicons/computer/socialweb/infra/d
 
 /// An account with an app password on the real PDS (its did:plc in the fake PLC).
 async fn account(pds: &real_pds::RealPds) -> (String, Secret<String>) {
-    let http = xrpc::http_client().unwrap();
-    let admin = XrpcClient::new(http.clone(), &pds.url, xrpc::DEFAULT_TIMEOUT);
-    let basic = Auth::Basic {
-        username: "admin".into(),
-        password: Secret::new(pds.admin_password.clone()),
-    };
-    let invite: Value = admin
-        .procedure(
-            "com.atproto.server.createInviteCode",
-            &json!({"useCount": 1}),
-            Some(&basic),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("createInviteCode: {e}\n{}", pds.log_tail()));
-    let owner = PdsClient::new(http, &pds.url, xrpc::DEFAULT_TIMEOUT);
-    let created = owner
-        .create_account(
-            HANDLE,
-            "requester@example.test",
-            &"account-password-1".into(),
-            invite["code"].as_str(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("createAccount: {e}\n{}", pds.log_tail()));
+    let (owner, did) = pds.create_account(HANDLE).await;
     let app_password = owner
         .create_app_password("socialweb-records")
         .await
         .unwrap();
-    (created.did, app_password)
+    (did, app_password)
 }
 
 /// Validates `record` against our lexicon with `@atproto/lexicon`.

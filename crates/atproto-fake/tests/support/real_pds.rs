@@ -157,6 +157,9 @@ pub fn ensure_installed() -> Option<PathBuf> {
 }
 
 /// A running PDS; killed on drop.
+/// The password `create_account` gives an account.
+pub const ACCOUNT_PASSWORD: &str = "account-password-1";
+
 pub struct RealPds {
     /// `http://127.0.0.1:<port>`.
     pub url: String,
@@ -233,6 +236,39 @@ impl RealPds {
             "the PDS did not answer /xrpc/_health; its log:\n{}",
             self.log_tail()
         );
+    }
+
+    /// An account on this PDS, as an operator makes one: the admin mints an
+    /// invite, `createAccount` registers the did:plc in the PLC directory the
+    /// PDS was started with (the PDS signs the genesis operation). Returns the
+    /// account's client (logged in with the account password) and its DID.
+    pub async fn create_account(&self, handle: &str) -> (atproto::PdsClient, String) {
+        use atproto::{Auth, PdsClient, Secret, XrpcClient, xrpc};
+        let http = xrpc::http_client().unwrap();
+        let admin = XrpcClient::new(http.clone(), &self.url, xrpc::DEFAULT_TIMEOUT);
+        let basic = Auth::Basic {
+            username: "admin".into(),
+            password: Secret::new(self.admin_password.clone()),
+        };
+        let invite: serde_json::Value = admin
+            .procedure(
+                "com.atproto.server.createInviteCode",
+                &serde_json::json!({"useCount": 1}),
+                Some(&basic),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("createInviteCode: {e}\n{}", self.log_tail()));
+        let owner = PdsClient::new(http, &self.url, xrpc::DEFAULT_TIMEOUT);
+        let created = owner
+            .create_account(
+                handle,
+                "requester@example.test",
+                &ACCOUNT_PASSWORD.into(),
+                invite["code"].as_str(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("createAccount: {e}\n{}", self.log_tail()));
+        (owner, created.did)
     }
 
     /// The end of the PDS's log (for a failing assertion).
