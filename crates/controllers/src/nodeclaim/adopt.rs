@@ -7,7 +7,7 @@
 //! machine, and deleting the claim released the other tenant's node. The
 //! NodeClaim controller refuses to compose a claim whose guest another
 //! contract holds; the Requester, which asks the market, also refuses a guest
-//! whose owner is not the contract's ownerDid (`requester::observe`).
+//! whose owner is not the contract's ownerDid (`requester::contract::observe`).
 //!
 //! # Guarantees
 //! Pure. Only a claim that has no entry yet is refused, so a holder found
@@ -21,7 +21,7 @@ use kube::ResourceExt;
 
 use super::compose::Problem;
 use super::conditions::reason;
-use crate::requester::decide::known_receipt;
+use crate::requester::contract::decide::known_receipt;
 
 /// A contract entry that holds a guest.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
+use super::root::ignored;
 use super::test_fixtures::{contract, requester_with};
-use super::{Context, Markets, Runtime, ignored};
+use super::{Context, Markets, Runtime};
 use crate::metrics::Metrics;
 use crate::reconciler::policy;
 use crate::{Error, SharedCaches, SystemClock};
@@ -29,7 +30,7 @@ fn runtime(registry: &mut Registry) -> Arc<Runtime> {
         requesters: caches.requesters.store(),
         infras: caches.infras.store(),
         indexes: caches.indexes.clone(),
-        count_pace: super::count_pace::CountPace::default(),
+        count_pace: super::root::count_pace::CountPace::default(),
         ready: caches.readiness(),
     })
 }

@@ -9,28 +9,21 @@
 //! status and finalizer, and deletes Infras (root delete order) and finished
 //! contracts (TTL, root delete order). It never writes a ComputeContract's spec.
 //!
-//! - [`decide`]: the pure lifecycle (Pending -> Bidding -> Accepted -> Deployed
-//!   -> Releasing -> Released, or Failed), unit- and property-tested; a deleted
-//!   contract is released first, then its finalizer
+//! - [`contract`]: the ComputeContract lifecycle (Pending -> Bidding ->
+//!   Accepted -> Deployed -> Releasing -> Released, or Failed): its pure
+//!   [`decide`], the thin `act`, and the [`ttl`]; a deleted contract is
+//!   released first, then its finalizer
 //!   ([`api::names::CONTRACT_RELEASE_FINALIZER`]) lets it go.
-//! - `act`: performs what decide says: annotation, status, market call, Event.
-//! - `root`: the Requester's status and finalizer.
-//! - [`ttl`]: finished ownerless contracts are deleted after their TTL.
-//! - [`markets`]: one market per Requester.
-//! - `ignored`: a Requester outside the contract namespace is told that it
-//!   runs nothing, and why.
+//! - `root`: the Requester object: its status, its finalizer and the root
+//!   delete order; `root::ignored` tells a Requester outside the contract
+//!   namespace that it runs nothing, and why.
+//! - [`markets`]: one market per Requester; [`conditions`]: the condition
+//!   types and reasons both write.
 
 pub mod conditions;
-pub mod decide;
+pub mod contract;
 pub mod markets;
-pub mod ttl;
 
-mod act;
-mod count_pace;
-mod events;
-mod ignored;
-mod lifecycle;
-mod observe;
 mod root;
 
 #[cfg(test)]
@@ -49,7 +42,9 @@ use crate::cache::Indexes;
 use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
 use crate::{CacheReadiness, Clock, SharedCaches};
 
-pub use decide::Timing;
+// The contract lifecycle's public paths as the tests and the manager name them.
+pub use contract::decide::Timing;
+pub use contract::{decide, ttl};
 pub use markets::Markets;
 
 /// The `controller` metric label of the contract reconciler.
@@ -126,7 +121,7 @@ pub(crate) struct Runtime {
     infras: Store<Infra>,
     indexes: Indexes,
     /// When each Requester's status was last written.
-    count_pace: count_pace::CountPace,
+    count_pace: root::count_pace::CountPace,
     ready: CacheReadiness,
 }
 
@@ -184,7 +179,7 @@ pub fn controller(
         requesters: caches.requesters.store(),
         infras: caches.infras.store(),
         indexes: caches.indexes.clone(),
-        count_pace: count_pace::CountPace::default(),
+        count_pace: root::count_pace::CountPace::default(),
         ready: caches.readiness(),
     });
     let concurrency = ctx.concurrency;
@@ -202,7 +197,7 @@ pub fn controller(
         contracts,
         CONTRACT_METRICS_LABEL,
         concurrency,
-        act::reconcile_contract,
+        contract::act::reconcile_contract,
         Arc::clone(&rt),
     );
     let by_contract = caches.requesters.store();
@@ -231,7 +226,13 @@ pub fn controller(
         caches.outside_requesters.subscribe(),
         caches.outside_requesters.store(),
     );
-    let ignored = reconciler::run(ignored, ignored::METRICS_LABEL, 1, ignored::reconcile, rt);
+    let ignored = reconciler::run(
+        ignored,
+        root::ignored::METRICS_LABEL,
+        1,
+        root::ignored::reconcile,
+        rt,
+    );
     async move {
         futures::join!(contracts, requesters, ignored);
     }

@@ -14,10 +14,10 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::Runtime;
-use super::conditions as cond;
-use super::root::write_status_if_changed;
+use super::write_status_if_changed;
 use crate::Result;
+use crate::requester::Runtime;
+use crate::requester::conditions as cond;
 
 /// The `controller` metric label of this reconciler.
 pub const METRICS_LABEL: &str = "requester_ignored";
@@ -55,7 +55,10 @@ pub fn ignored_status(
 /// # Errors
 /// A failed status write (a conflict is a quick requeue).
 #[tracing::instrument(skip_all, fields(namespace = %requester.namespace().unwrap_or_default(), requester = %requester.name_any()))]
-pub(super) async fn reconcile(requester: Arc<Requester>, rt: Arc<Runtime>) -> Result<Action> {
+pub(in crate::requester) async fn reconcile(
+    requester: Arc<Requester>,
+    rt: Arc<Runtime>,
+) -> Result<Action> {
     let ctx = &rt.ctx;
     let namespace = requester.namespace().unwrap_or_default();
     if requester.metadata.deletion_timestamp.is_some() || namespace == ctx.contract_namespace {

@@ -25,6 +25,9 @@
 //! namespace, so no guest loses the component that releases it. A Requester
 //! that does not run the namespace (another, older one does) lets go at once.
 
+pub(super) mod count_pace;
+pub(super) mod ignored;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,12 +36,12 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use tracing::info;
 
-use super::Runtime;
-use super::conditions as cond;
-use super::markets::select_requester;
-use super::ttl::finished_without_guest;
 use crate::Result;
 use crate::market_adapter::Readiness;
+use crate::requester::Runtime;
+use crate::requester::conditions as cond;
+use crate::requester::contract::ttl::finished_without_guest;
+use crate::requester::markets::select_requester;
 use crate::write::{self, Seen};
 
 /// How often a deleting Requester checks on its Infras and contracts.
@@ -60,7 +63,10 @@ pub(super) async fn reconcile_requester(
 ) -> Result<Action> {
     // An unsynced cache would make "no contract remains" true too early.
     rt.wait_until_ready().await;
-    let _timer = rt.ctx.metrics.reconcile_started(super::ROOT_METRICS_LABEL);
+    let _timer = rt
+        .ctx
+        .metrics
+        .reconcile_started(crate::requester::ROOT_METRICS_LABEL);
     let namespace = requester.namespace().unwrap_or_default();
     let client = &rt.ctx.client;
     let seen = Seen::of(requester.as_ref());
@@ -265,7 +271,7 @@ async fn cleanup(requester: &Requester, rt: &Runtime, namespace: &str) -> Result
 }
 
 /// The field manager of every write of the Requester controller.
-const MANAGER: &str = super::IDENTITY.manager;
+const MANAGER: &str = crate::requester::IDENTITY.manager;
 
 /// Replaces the Requester's status when it differs, guarded by the
 /// resourceVersion read (a stale decision is a 409); a Requester gone is fine.

@@ -15,14 +15,14 @@ use market::RfpId;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::Runtime;
 use super::decide::{
     Command, Inputs, MarketFailure, MarketView, Observation, Operation, decide, release_finished,
     transition_event,
 };
-use super::markets::{MarketHandle, select_requester};
 use super::ttl::{self, Ttl};
 use crate::market_adapter::mapping::{contract_key, from_market, request_for, to_market};
+use crate::requester::Runtime;
+use crate::requester::markets::{MarketHandle, select_requester};
 use crate::write::{self, Seen};
 use crate::{Error, Result};
 
@@ -37,13 +37,15 @@ const MARKET_RETRY: Duration = Duration::from_secs(10);
 /// A failed write to the API server (a conflict is a quick requeue). Market
 /// failures are not errors: they are recorded in status and retried.
 #[tracing::instrument(skip_all, fields(namespace = %contract.namespace().unwrap_or_default(), contract = %contract.name_any()))]
-pub(super) async fn reconcile_contract(
+pub(in crate::requester) async fn reconcile_contract(
     contract: Arc<ComputeContract>,
     rt: Arc<Runtime>,
 ) -> Result<Action> {
     rt.wait_until_ready().await;
     let ctx = &rt.ctx;
-    let _timer = ctx.metrics.reconcile_started(super::CONTRACT_METRICS_LABEL);
+    let _timer = ctx
+        .metrics
+        .reconcile_started(crate::requester::CONTRACT_METRICS_LABEL);
     let namespace = contract.namespace().unwrap_or_default();
     ctx.metrics
         .set_contract_phase_counts(rt.indexes.contract_phases(&namespace));
@@ -136,7 +138,10 @@ pub(super) async fn reconcile_contract(
 /// Whether the server holds a newer version of `contract` than the copy
 /// decided from. Read only before a publish decided without a write (a write
 /// guarded by the resourceVersion would have told): one read, no write.
-async fn cache_is_behind(ctx: &super::Context, contract: &ComputeContract) -> Result<bool> {
+async fn cache_is_behind(
+    ctx: &crate::requester::Context,
+    contract: &ComputeContract,
+) -> Result<bool> {
     let namespace = contract.namespace().unwrap_or_default();
     let api: kube::Api<ComputeContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
     let name = contract.name_any();
@@ -290,7 +295,7 @@ async fn perform(
 }
 
 /// The field manager of every write of the Requester controller.
-const MANAGER: &str = super::IDENTITY.manager;
+const MANAGER: &str = crate::requester::IDENTITY.manager;
 
 /// Records the receipt in the annotation (a merge patch of that key alone,
 /// guarded by the resourceVersion read); `None` when the contract is gone.
@@ -347,7 +352,7 @@ async fn publish_event(rt: &Runtime, contract: &ComputeContract, note: super::de
             EventType::Normal
         },
         reason: note.reason,
-        note: Some(super::conditions::cap_message(&note.note)),
+        note: Some(crate::requester::conditions::cap_message(&note.note)),
         action: "Reconcile".to_owned(),
         secondary: None,
     };

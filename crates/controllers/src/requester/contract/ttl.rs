@@ -13,8 +13,8 @@ use std::time::Duration;
 use api::{ComputeContract, ComputeContractPhase as Phase};
 use chrono::{DateTime, Utc};
 
-use super::conditions as cond;
 use super::decide::known_receipt;
+use crate::requester::conditions as cond;
 use crate::time::{from_time, until};
 
 /// What the TTL says about a contract.

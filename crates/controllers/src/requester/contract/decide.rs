@@ -39,11 +39,11 @@ use api::{ComputeContract, ComputeContractPhase as Phase, ComputeContractStatus,
 use chrono::{DateTime, Utc};
 use market::Bid;
 
-use super::conditions as cond;
 pub use super::events::{EventNote, release_finished, transition_event};
 pub use super::lifecycle::{
     Command, FailureKind, MarketFailure, MarketView, Observation, Operation, Timing,
 };
+use crate::requester::conditions as cond;
 use crate::time::{self, from_time, until};
 
 /// The outcome of one [`decide`].

@@ -2,7 +2,7 @@
 
 use api::{ComputeContractPhase as Phase, ComputeContractStatus};
 
-use super::conditions as cond;
+use crate::requester::conditions as cond;
 
 /// An Event to publish about the contract (only on a transition).
 #[derive(Debug, Clone, PartialEq, Eq)]

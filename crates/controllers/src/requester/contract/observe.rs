@@ -4,11 +4,11 @@
 use api::{ComputeContractPhase as Phase, ConditionStatus as S, Guest};
 use market::{Bid, GuestInfo, GuestStatus, ReleaseOutcome, cheapest};
 
-use super::conditions as cond;
 use super::decide::{
     Command, Draft, FailureKind, MarketFailure, MarketView, Next, Observation, Operation,
 };
 use crate::market_adapter::mapping::{winner_of, winner_of_info};
+use crate::requester::conditions as cond;
 use crate::time::{ceil_seconds, chrono_duration, to_time, until};
 
 impl Draft<'_> {

@@ -1,0 +1,20 @@
+//! The contract reconciler: runs each ComputeContract of the contract
+//! namespace against its Requester's market (Pending -> Bidding -> Accepted
+//! -> Deployed -> Releasing -> Released, or Failed) and writes its status.
+//!
+//! - [`decide`]: the pure lifecycle, unit- and property-tested
+//!   (`tests/requester_decide`); `lifecycle` is its vocabulary (timing, the
+//!   market as decide sees it, commands and observations), `observe` the
+//!   half that reads the market's answer, `events` the Events and release
+//!   metrics a status change deserves.
+//! - `act`: performs what decide says: annotation, status, market call, Event,
+//!   the TTL delete and the release finalizer's removal.
+//! - [`ttl`]: finished ownerless contracts are deleted after their TTL.
+
+pub mod decide;
+pub mod ttl;
+
+pub(super) mod act;
+mod events;
+mod lifecycle;
+mod observe;
