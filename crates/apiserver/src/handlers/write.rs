@@ -43,12 +43,31 @@ pub fn respond(
 ) -> Response {
     let mut response = json_response(code, &object_value(res, stored));
     for warning in warnings {
-        let text = format!("299 - \"{}\"", warning.replace('"', "'"));
-        if let Ok(value) = HeaderValue::from_str(&text) {
+        if let Ok(value) = HeaderValue::from_bytes(warning_header(warning).as_bytes()) {
             response.headers_mut().append(http::header::WARNING, value);
         }
     }
     response
+}
+
+/// A `Warning` header value as kube-apiserver writes it (`net.NewWarningHeader`,
+/// k8s.io/apimachinery/pkg/util/net/http.go): code 299, agent `-`, the text quoted with
+/// `"` and `\` escaped and control characters a space, so kubectl prints the text as it was.
+fn warning_header(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 8);
+    quoted.push_str("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            c if c.is_control() => quoted.push(' '),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// Stores an error of the store as an API error.
