@@ -9,6 +9,7 @@
 
 mod kit;
 
+mod access;
 mod crds;
 mod finalizers;
 mod gc;
@@ -16,6 +17,7 @@ mod limits;
 mod meta;
 mod namespaces;
 mod p1;
+mod protobuf;
 mod reads;
 mod selectors;
 mod ssa;

@@ -141,6 +141,57 @@ async fn r4_15_built_in_kinds_have_the_real_servers_table_columns() {
     assert_eq!(cells[4], "80:30080/TCP,53/UDP");
     assert_eq!(cells[6], "app=a");
 
+    post(
+        &server,
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"name": "c"}, "data": {"a": "1"}, "binaryData": {"b": "AA=="}}),
+    )
+    .await
+    .ok(201);
+    let configmaps = table(&server, "/api/v1/namespaces/default/configmaps/c").await;
+    assert_eq!(names(&configmaps), ["Name", "Data", "Age"]);
+    assert_eq!(configmaps["rows"][0]["cells"][1], 2);
+    post(
+        &server,
+        "/api/v1/namespaces/default/secrets",
+        &json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls",
+            "data": {"tls.crt": "AA==", "tls.key": "AA=="}}),
+    )
+    .await
+    .ok(201);
+    let secrets = table(&server, "/api/v1/namespaces/default/secrets/s").await;
+    assert_eq!(names(&secrets), ["Name", "Type", "Data", "Age"]);
+    let cells = secrets["rows"][0]["cells"].as_array().unwrap().clone();
+    assert_eq!(cells[1..3], [json!("kubernetes.io/tls"), json!(2)]);
+    post(
+        &server,
+        "/apis/apps/v1/namespaces/default/deployments",
+        &json!({"metadata": {"name": "d"}, "spec": {"replicas": 3,
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}}),
+    )
+    .await
+    .ok(201);
+    let deployments = table(&server, "/apis/apps/v1/namespaces/default/deployments").await;
+    assert_eq!(
+        columns(&deployments),
+        [
+            ("Name", 0),
+            ("Ready", 0),
+            ("Up-to-date", 0),
+            ("Available", 0),
+            ("Age", 0),
+            ("Containers", 1),
+            ("Images", 1),
+            ("Selector", 1)
+        ]
+        .map(|(n, p)| (n.to_string(), p))
+    );
+    let cells = deployments["rows"][0]["cells"].as_array().unwrap().clone();
+    assert_eq!(cells[1..4], [json!("0/3"), json!(0), json!(0)]);
+    assert_eq!(cells[5..], [json!("c"), json!("nginx:1"), json!("app=d")]);
+
     let roles = table(&server, "/apis/rbac.authorization.k8s.io/v1/clusterroles").await;
     assert_eq!(names(&roles), ["Name", "Created At"]);
     let leases = table(
