@@ -1,6 +1,7 @@
 //! Kubernetes write semantics shared by the handlers and the background controllers.
 
 pub mod crd;
+pub mod defaults;
 pub mod delete;
 pub mod events;
 pub mod gc;

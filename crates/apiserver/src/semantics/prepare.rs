@@ -375,8 +375,11 @@ pub fn is_noop(old: &Value, new: &Value) -> bool {
 }
 
 /// Built-in conversions: secrets' `stringData` folds into base64 `data`; namespaces get
-/// their phase and `kubernetes` finalizer.
+/// their phase and `kubernetes` finalizer; workloads get upstream's API defaults.
 pub fn builtin_on_write(res: &Resource, object: &mut Value, creating: bool) {
+    if !res.custom {
+        super::defaults::apply(&res.group, &res.plural, object);
+    }
     match (res.group.as_str(), res.plural.as_str()) {
         ("", "secrets") => {
             // A stringData that is not a map of strings stays, for the typed decoding to

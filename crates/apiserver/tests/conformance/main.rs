@@ -26,6 +26,7 @@ mod traps;
 mod typed;
 mod views;
 mod watch;
+mod workloads;
 mod writes;
 
 use std::collections::BTreeMap;
