@@ -180,6 +180,17 @@ where
     response
 }
 
+/// When a watch's next BOOKMARK goes: every `every`, and once 2 s before the watch's
+/// deadline, so a client that resumes after the timeout holds a recent resourceVersion;
+/// none once that moment has passed. Upstream: `cacheWatcher.nextBookmarkTime`
+/// (k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go).
+fn next_bookmark(now: Instant, every: Duration, deadline: Instant) -> Option<Instant> {
+    let heartbeat = now + every;
+    let before_deadline = deadline.checked_sub(Duration::from_secs(2))?;
+    let at = heartbeat.min(before_deadline);
+    (at > now).then_some(at)
+}
+
 /// A running watch: the body stream pulls its chunks from here, so a change travels from
 /// the store's fan-out to the socket without another task or queue in between.
 struct Stream {
@@ -200,7 +211,9 @@ struct Stream {
     deadline: Instant,
     drop_at: Option<Instant>,
     bookmarks: bool,
-    ticker: tokio::time::Interval,
+    /// When the next BOOKMARK goes, if any ([`next_bookmark`]).
+    next_bookmark: Option<Instant>,
+    bookmark_every: Duration,
     /// When the last chunk went out and how many lines it had.
     last_chunk: Option<(Instant, u32)>,
     shutdown: tokio_util::sync::CancellationToken,
@@ -276,7 +289,9 @@ impl Stream {
                     return None;
                 }
                 () = self.shutdown.cancelled() => return None,
-                _ = self.ticker.tick() => {
+                () = async { match self.next_bookmark { Some(t) => tokio::time::sleep_until(t).await, None => futures::future::pending().await } } => {
+                    let now = Instant::now();
+                    self.next_bookmark = next_bookmark(now, self.bookmark_every, self.deadline);
                     if self.bookmarks {
                         return Some(self.watcher.bookmark_line(self.last_rv, false));
                     }
@@ -401,7 +416,8 @@ pub fn serve(
         deadline: started + timeout,
         drop_at: faults.drop_watch_after.map(|d| started + d),
         bookmarks,
-        ticker: tokio::time::interval_at(started + bookmark_every, bookmark_every),
+        next_bookmark: next_bookmark(started, bookmark_every, started + timeout),
+        bookmark_every,
         shutdown: app.shutdown.clone(),
         app: Arc::clone(app),
         last_chunk: None,
@@ -411,4 +427,32 @@ pub fn serve(
         stream.next_chunk().await.map(|chunk| (chunk, stream))
     });
     Ok(stream_response(chunks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bookmarks_come_every_interval_and_once_two_seconds_before_the_deadline() {
+        let now = Instant::now();
+        let minute = Duration::from_secs(60);
+        let long = now + Duration::from_secs(600);
+        assert_eq!(next_bookmark(now, minute, long), Some(now + minute));
+        let short = now + Duration::from_secs(10);
+        assert_eq!(
+            next_bookmark(now, minute, short),
+            Some(now + Duration::from_secs(8))
+        );
+        // At the pre-deadline bookmark, no other follows; nor under a 2 s timeout.
+        let at = now + Duration::from_secs(8);
+        assert_eq!(
+            next_bookmark(at + Duration::from_millis(1), minute, short),
+            None
+        );
+        assert_eq!(
+            next_bookmark(now, minute, now + Duration::from_secs(1)),
+            None
+        );
+    }
 }

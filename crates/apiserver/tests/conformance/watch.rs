@@ -276,3 +276,28 @@ async fn r1_11_metadata_only_lists_and_watches() {
     assert_eq!(event["object"]["metadata"]["name"], "m2");
     assert!(event["object"].get("data").is_none(), "{event}");
 }
+
+/// Upstream (1.32, k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go `nextBookmarkTime`):
+/// besides one about every minute, a watch that allows bookmarks gets one 2 s before its
+/// `timeoutSeconds`, so a client resumes from a recent resourceVersion; a watch shorter
+/// than that gets none.
+#[tokio::test]
+async fn r1_17_a_bookmark_comes_two_seconds_before_the_watch_times_out() {
+    let server = TestServer::builder()
+        .bookmark_interval(Duration::from_secs(60))
+        .start()
+        .await
+        .unwrap();
+    let rv = current_rv(&server, CONFIGMAPS).await;
+    let mut watch = watch_from(&server, rv, "&allowWatchBookmarks=true&timeoutSeconds=3").await;
+    let bookmark = watch.next().await.unwrap();
+    assert_eq!(bookmark["type"], "BOOKMARK", "{bookmark}");
+    assert_eq!(
+        bookmark["object"]["metadata"]["resourceVersion"],
+        rv.to_string()
+    );
+    assert!(watch.next().await.is_none(), "then the watch times out");
+
+    let mut short = watch_from(&server, rv, "&allowWatchBookmarks=true&timeoutSeconds=1").await;
+    assert!(short.next().await.is_none(), "no bookmark: {rv}");
+}
