@@ -236,30 +236,33 @@ pub async fn readiness(market: &AtprotoMarket, spec: &api::AtprotoMarket) -> Rea
     }
 }
 
+/// A complete `spec.market.atproto`, for the unit tests of the crate.
+#[cfg(test)]
+pub(crate) fn test_spec() -> api::AtprotoMarket {
+    let spec = serde_json::from_value(serde_json::json!({
+        "pdsUrl": "https://pds.example.org",
+        "account": "market.example.org",
+        "appPasswordSecretRef": {"name": "atproto", "key": "app-password"},
+        "signingKeySecretRef": {"name": "atproto", "key": "signing-key"},
+        "signingKeyAlgorithm": "P256",
+        "bidders": ["did:plc:bidder"],
+        "publicUrl": "https://market.example.org",
+        "scope": "prod",
+        "timeouts": {"requestSeconds": 7, "provisioningSeconds": 600, "acceptResendSeconds": 90},
+    }));
+    // A literal of the schema: a failure here is a broken fixture.
+    spec.unwrap_or_else(|error| panic!("the atproto test spec does not parse: {error}"))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    fn spec() -> api::AtprotoMarket {
-        serde_json::from_value(serde_json::json!({
-            "pdsUrl": "https://pds.example.org",
-            "account": "market.example.org",
-            "appPasswordSecretRef": {"name": "atproto", "key": "app-password"},
-            "signingKeySecretRef": {"name": "atproto", "key": "signing-key"},
-            "signingKeyAlgorithm": "P256",
-            "bidders": ["did:plc:bidder"],
-            "publicUrl": "https://market.example.org",
-            "scope": "prod",
-            "timeouts": {"requestSeconds": 7, "provisioningSeconds": 600, "acceptResendSeconds": 90},
-        }))
-        .unwrap()
-    }
-
     #[test]
     fn the_spec_maps_onto_the_markets_configuration() {
         let credentials = Credentials::new("pw".into(), "ab".into());
-        let config = config(&spec(), &credentials);
+        let config = config(&test_spec(), &credentials);
         assert_eq!(config.pds_url, "https://pds.example.org");
         assert_eq!(config.identifier, "market.example.org");
         assert_eq!(config.signing_key_algorithm, Algorithm::P256);

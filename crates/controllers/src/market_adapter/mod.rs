@@ -22,6 +22,7 @@ pub mod local;
 pub mod mapping;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use market::Market;
 
@@ -84,6 +85,30 @@ pub enum Readiness {
     InvalidCredentials(String),
     /// The market's servers (the account's PDS) do not answer.
     PdsUnreachable(String),
+}
+
+/// How often a ready market outside the cluster is asked again whether it
+/// still logs in and finds bidders.
+pub const OUTSIDE_RECHECK: Duration = Duration::from_secs(300);
+/// How soon a market outside the cluster that is not ready is asked again.
+pub const OUTSIDE_RETRY: Duration = Duration::from_secs(15);
+
+/// When the Requester reconciler asks the market of `spec` again without
+/// any change in the cluster: a market outside it (atproto) changes on its
+/// own (a rotated Secret, a PDS that came back, a bidder that appeared); the
+/// embedded one changes only with its spec. `None` waits for a change.
+#[must_use]
+pub fn recheck_after(spec: &api::Market, ready: bool) -> Option<Duration> {
+    match spec {
+        api::Market {
+            atproto: Some(_), ..
+        } => Some(if ready {
+            OUTSIDE_RECHECK
+        } else {
+            OUTSIDE_RETRY
+        }),
+        _ => None,
+    }
 }
 
 /// Why no market can be built from a spec that sets none (or one no arm builds yet).

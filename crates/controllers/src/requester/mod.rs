@@ -138,26 +138,26 @@ impl Runtime {
     }
 }
 
-/// Every contract of a namespace, as controller keys.
-fn contracts_of(
-    store: &Store<ComputeContract>,
-    namespace: Option<String>,
-) -> Vec<ObjectRef<ComputeContract>> {
+/// Every object of `store` in `namespace`.
+fn in_namespace<K>(store: &Store<K>, namespace: &str) -> Vec<Arc<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
     store
         .state()
-        .iter()
-        .filter(|c| c.namespace() == namespace)
-        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .into_iter()
+        .filter(|o| o.namespace().as_deref() == Some(namespace))
         .collect()
 }
 
-/// Every Requester of a namespace, as controller keys.
-fn requesters_of(store: &Store<Requester>, namespace: Option<String>) -> Vec<ObjectRef<Requester>> {
-    store
-        .state()
+/// Every object of `store` in `namespace`, as controller keys.
+fn keys_in<K>(store: &Store<K>, namespace: Option<String>) -> Vec<ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    in_namespace(store, namespace.as_deref().unwrap_or_default())
         .iter()
-        .filter(|r| r.namespace() == namespace)
-        .map(|r| ObjectRef::from_obj(r.as_ref()))
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
         .collect()
 }
 
@@ -189,9 +189,7 @@ pub fn controller(
             // Not on the Requester's status writes: each would reconcile every contract.
             .watches_shared_stream(
                 caches.requesters.subscribe_spec_changes(),
-                move |requester: Arc<Requester>| {
-                    contracts_of(&contract_store, requester.namespace())
-                },
+                move |requester: Arc<Requester>| keys_in(&contract_store, requester.namespace()),
             );
     let contracts = reconciler::run(
         contracts,
@@ -208,18 +206,16 @@ pub fn controller(
             // finalizers change (the root delete order), not on every status step.
             .watches_shared_stream(
                 caches.contracts.subscribe_spec_changes(),
-                move |contract: Arc<ComputeContract>| {
-                    requesters_of(&by_contract, contract.namespace())
-                },
+                move |contract: Arc<ComputeContract>| keys_in(&by_contract, contract.namespace()),
             )
             .watches_shared_stream(caches.infras.subscribe(), move |infra: Arc<Infra>| {
-                requesters_of(&by_infra, infra.namespace())
+                keys_in(&by_infra, infra.namespace())
             });
     let requesters = reconciler::run(
         requesters,
         ROOT_METRICS_LABEL,
         concurrency,
-        root::reconcile_requester,
+        root::act::reconcile_requester,
         Arc::clone(&rt),
     );
     let ignored = Controller::for_shared_stream(
