@@ -16,6 +16,7 @@ pub mod cache;
 pub mod error;
 pub mod infra;
 pub mod market_adapter;
+pub mod message;
 pub mod metrics;
 pub mod nodeclaim;
 pub mod reconciler;

@@ -123,7 +123,9 @@ async fn publish_events(
             InfraEvent::ContractFailed { .. }
             | InfraEvent::ReleasedByHand { .. }
             | InfraEvent::Deployed { .. }
-            | InfraEvent::Finalized => all_written,
+            | InfraEvent::Finalized
+            // Published by the record step itself, after its delete.
+            | InfraEvent::RecordKept { .. } => all_written,
         })
         .collect();
     for event in super::events::aggregated(&happened, namespace) {

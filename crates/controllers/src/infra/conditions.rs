@@ -4,21 +4,44 @@
 use api::{ComputeContractPhase, Condition, ConditionStatus, ContractState, ContractStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::problems::{self, Problems};
+use super::problems::Problems;
+use crate::message::cap;
 
 /// The condition type aggregated over all contracts.
 pub const READY: &str = "Ready";
 
-/// Reason: every contract is Deployed.
-pub const REASON_ALL_DEPLOYED: &str = "AllDeployed";
-/// Reason: some contract is on its way (Staged, Pending, Bidding, Accepted, …).
-pub const REASON_CONTRACTS_NOT_READY: &str = "ContractsNotReady";
-/// Reason: a contract failed.
-pub const REASON_CONTRACT_FAILED: &str = "ContractFailed";
-/// Reason: the Infra is being deleted and contracts are being released.
-pub const REASON_RELEASING: &str = "Releasing";
-/// Reason: the Infra is being deleted and every contract is Released.
-pub const REASON_RELEASED: &str = "Released";
+/// The reasons the Infra's Ready condition gives (PascalCase values, one
+/// constant each): how its contracts stand, then the problems of
+/// [`super::problems`], the most urgent first.
+pub mod reason {
+    /// Every contract is Deployed.
+    pub const ALL_DEPLOYED: &str = "AllDeployed";
+    /// Some contract is on its way (Staged, Pending, Bidding, Accepted, …).
+    pub const CONTRACTS_NOT_READY: &str = "ContractsNotReady";
+    /// A contract failed.
+    pub const CONTRACT_FAILED: &str = "ContractFailed";
+    /// The Infra is being deleted and contracts are being released.
+    pub const RELEASING: &str = "Releasing";
+    /// The Infra is being deleted and every contract is Released.
+    pub const RELEASED: &str = "Released";
+    /// A contract of a live entry was released by hand (spec.release).
+    pub const RELEASED_BY_HAND: &str = "ContractReleasedByHand";
+    /// A node entry names a NodeClaim that does not exist.
+    pub const NODE_CLAIM_NOT_FOUND: &str = "NodeClaimNotFound";
+    /// A node entry names a NodeClaim whose machine another Infra rents.
+    pub const NODE_CLAIM_OF_ANOTHER_INFRA: &str = "NodeClaimOfAnotherInfra";
+    /// An entry left the spec but a live NodeClaim still uses its contract.
+    pub const RELEASE_HELD: &str = "ReleaseHeld";
+    /// An entry asks for another machine than its contract was rented with.
+    pub const MACHINE_IMMUTABLE: &str = "MachineImmutable";
+}
+
+// The names tests/infra_decide*.rs import, until they name `reason::` too.
+pub use reason::{
+    ALL_DEPLOYED as REASON_ALL_DEPLOYED, CONTRACT_FAILED as REASON_CONTRACT_FAILED,
+    CONTRACTS_NOT_READY as REASON_CONTRACTS_NOT_READY, RELEASED as REASON_RELEASED,
+    RELEASING as REASON_RELEASING,
+};
 
 /// How many unready contracts a message names.
 const NAMED_IN_MESSAGE: usize = 3;
@@ -76,7 +99,7 @@ pub fn ready_live(
     let mut said = Vec::new();
     if !failed.is_empty() {
         said.push((
-            REASON_CONTRACT_FAILED,
+            reason::CONTRACT_FAILED,
             format!(
                 "{} of {} contracts failed: {}; remove the entry (or its NodeClaim) to release it, \
                  `kubectl describe computecontract` says why",
@@ -88,20 +111,20 @@ pub fn ready_live(
     }
     said.extend(problems.said());
     // A hand release is the most urgent: a person took a machine away.
-    said.sort_by_key(|(reason, _)| *reason != problems::REASON_RELEASED_BY_HAND);
+    said.sort_by_key(|(reason, _)| *reason != reason::RELEASED_BY_HAND);
     let (status, reason, message) = if let Some((reason, _)) = said.first() {
         let messages: Vec<String> = said.iter().map(|(_, m)| m.clone()).collect();
         (ConditionStatus::False, *reason, messages.join("; "))
     } else if unready.is_empty() {
         (
             ConditionStatus::True,
-            REASON_ALL_DEPLOYED,
+            reason::ALL_DEPLOYED,
             format!("all {} contracts are Deployed", live.len()),
         )
     } else {
         (
             ConditionStatus::False,
-            REASON_CONTRACTS_NOT_READY,
+            reason::CONTRACTS_NOT_READY,
             format!(
                 "{} of {} contracts are not Deployed yet: {}",
                 unready.len(),
@@ -110,7 +133,7 @@ pub fn ready_live(
             ),
         )
     };
-    Condition::new(READY, status, reason, message, generation, now)
+    Condition::new(READY, status, reason, cap(&message), generation, now)
 }
 
 /// The Ready condition of an Infra being deleted, from the rows of its remaining contracts.
@@ -122,7 +145,7 @@ pub fn ready_deleting(rows: &[ContractStatus], generation: Option<i64>, now: Tim
         .collect();
     let (reason, message) = if unreleased.is_empty() {
         (
-            REASON_RELEASED,
+            reason::RELEASED,
             if rows.is_empty() {
                 "the Infra is being deleted; every contract is released and deleted".to_owned()
             } else {
@@ -134,7 +157,7 @@ pub fn ready_deleting(rows: &[ContractStatus], generation: Option<i64>, now: Tim
         )
     } else {
         (
-            REASON_RELEASING,
+            reason::RELEASING,
             format!(
                 "the Infra is being deleted; waiting for {} of {} contracts to be Released: {}",
                 unreleased.len(),
@@ -147,7 +170,7 @@ pub fn ready_deleting(rows: &[ContractStatus], generation: Option<i64>, now: Tim
         READY,
         ConditionStatus::False,
         reason,
-        message,
+        cap(&message),
         generation,
         now,
     )

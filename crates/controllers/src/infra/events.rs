@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
 
+use crate::message::cap;
+
 /// Why a contract's release was requested.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseCause {
@@ -56,6 +58,12 @@ pub enum InfraEvent {
     },
     /// Every contract is released and deleted; the release finalizer is removed.
     Finalized,
+    /// `spec.record` was removed: the AtprotoRecord is deleted with policy
+    /// Orphan, and the record stays published.
+    RecordKept {
+        /// The record's AT-URI (empty if it was never recorded).
+        uri: String,
+    },
 }
 
 impl InfraEvent {
@@ -70,6 +78,7 @@ impl InfraEvent {
             Self::ReleasedByHand { .. } => "ContractReleasedByHand",
             Self::Deployed { .. } => "Deployed",
             Self::Finalized => "Finalized",
+            Self::RecordKept { .. } => "RecordKept",
         }
     }
 
@@ -82,7 +91,7 @@ impl InfraEvent {
             | Self::ContractDeleted { contract }
             | Self::ContractFailed { contract }
             | Self::ReleasedByHand { contract } => Some(contract),
-            Self::Deployed { .. } | Self::Finalized => None,
+            Self::Deployed { .. } | Self::Finalized | Self::RecordKept { .. } => None,
         }
     }
 
@@ -138,11 +147,24 @@ impl InfraEvent {
                 "Finalize",
                 "every contract is released and deleted; the Infra can go".to_owned(),
             ),
+            Self::RecordKept { uri } => (
+                EventType::Normal,
+                "Unbind",
+                format!(
+                    "spec.record was removed: the AtprotoRecord is deleted with policy Orphan and {} \
+                     stays published",
+                    if uri.is_empty() {
+                        "its record".to_owned()
+                    } else {
+                        format!("the record {uri}")
+                    }
+                ),
+            ),
         };
         Event {
             type_,
             reason: self.reason().to_owned(),
-            note: Some(note),
+            note: Some(cap(&note)),
             action: action.to_owned(),
             secondary: self.contract().map(|name| ObjectReference {
                 api_version: Some(ComputeContract::api_version(&()).into_owned()),
@@ -236,6 +258,74 @@ fn summary(reason: &str, events: &[&InfraEvent], namespace: &str) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_event_has_its_reason_type_and_related_contract() {
+        let contract = || "cc-a".to_owned();
+        let events = [
+            InfraEvent::ContractCreated {
+                contract: contract(),
+            },
+            InfraEvent::ReleaseRequested {
+                contract: contract(),
+                cause: ReleaseCause::InfraDeleted,
+            },
+            InfraEvent::ContractDeleted {
+                contract: contract(),
+            },
+            InfraEvent::ReleasedByHand {
+                contract: contract(),
+            },
+            InfraEvent::ContractFailed {
+                contract: contract(),
+            },
+            InfraEvent::Deployed { contracts: 2 },
+            InfraEvent::Finalized,
+            InfraEvent::RecordKept { uri: String::new() },
+        ];
+        let published: Vec<(String, bool, bool)> = events
+            .iter()
+            .map(|e| e.to_event("ns"))
+            .map(|e| {
+                (
+                    e.reason,
+                    e.type_ == EventType::Warning,
+                    e.secondary.is_some(),
+                )
+            })
+            .collect();
+        let expected = [
+            ("ContractCreated", false, true),
+            ("ReleaseRequested", false, true),
+            ("ContractDeleted", false, true),
+            ("ContractReleasedByHand", true, true),
+            ("ContractFailed", true, true),
+            ("Deployed", false, false),
+            ("Finalized", false, false),
+            ("RecordKept", false, false),
+        ]
+        .map(|(reason, warning, related)| (reason.to_owned(), warning, related));
+        assert_eq!(
+            published, expected,
+            "(reason, Warning, related contract) of each"
+        );
+    }
+
+    #[test]
+    fn a_kept_record_names_its_uri_when_known() {
+        let note = |uri: &str| {
+            InfraEvent::RecordKept {
+                uri: uri.to_owned(),
+            }
+            .to_event("ns")
+            .note
+            .unwrap_or_default()
+        };
+        assert!(
+            note("at://did:plc:a/x/1").contains("the record at://did:plc:a/x/1 stays published")
+        );
+        assert!(note("").contains("its record stays published"));
+    }
 
     fn created(name: &str) -> InfraEvent {
         InfraEvent::ContractCreated {

@@ -3,17 +3,15 @@
 //! ([`super::conditions::ready_live`]) so a person can act on it.
 
 use super::claims::UnservedNode;
+use super::conditions::reason;
 
-/// Reason: a contract of a live entry was released by hand (spec.release).
-pub const REASON_RELEASED_BY_HAND: &str = "ContractReleasedByHand";
-/// Reason: a node entry names a NodeClaim that does not exist.
-pub const REASON_NODE_CLAIM_NOT_FOUND: &str = "NodeClaimNotFound";
-/// Reason: a node entry names a NodeClaim whose machine another Infra rents.
-pub const REASON_NODE_CLAIM_OF_ANOTHER_INFRA: &str = "NodeClaimOfAnotherInfra";
-/// Reason: an entry left the spec but a live NodeClaim still uses its contract.
-pub const REASON_RELEASE_HELD: &str = "ReleaseHeld";
-/// Reason: an entry asks for another machine than its contract was rented with.
-pub const REASON_MACHINE_IMMUTABLE: &str = "MachineImmutable";
+// The names the tests import, until they name `conditions::reason::` too.
+pub use super::conditions::reason::{
+    MACHINE_IMMUTABLE as REASON_MACHINE_IMMUTABLE,
+    NODE_CLAIM_NOT_FOUND as REASON_NODE_CLAIM_NOT_FOUND,
+    NODE_CLAIM_OF_ANOTHER_INFRA as REASON_NODE_CLAIM_OF_ANOTHER_INFRA,
+    RELEASE_HELD as REASON_RELEASE_HELD, RELEASED_BY_HAND as REASON_RELEASED_BY_HAND,
+};
 
 /// How many items one message names.
 const NAMED: usize = 3;
@@ -47,7 +45,7 @@ impl Problems {
         let mut said = Vec::new();
         if !self.released_by_hand.is_empty() {
             said.push((
-                REASON_RELEASED_BY_HAND,
+                reason::RELEASED_BY_HAND,
                 format!(
                     "released by hand (its spec.release set by someone other than the \
                      Infra controller): ComputeContract {}; its entry is not rented again, \
@@ -58,8 +56,8 @@ impl Problems {
         }
         if let Some((_, first)) = self.unserved.first() {
             let reason = match first {
-                UnservedNode::NotFound { .. } => REASON_NODE_CLAIM_NOT_FOUND,
-                UnservedNode::OfAnotherInfra { .. } => REASON_NODE_CLAIM_OF_ANOTHER_INFRA,
+                UnservedNode::NotFound { .. } => reason::NODE_CLAIM_NOT_FOUND,
+                UnservedNode::OfAnotherInfra { .. } => reason::NODE_CLAIM_OF_ANOTHER_INFRA,
             };
             let each = self.unserved.iter().map(|(entry, why)| match why {
                 UnservedNode::NotFound { claim, uid } => format!(
@@ -82,7 +80,7 @@ impl Problems {
                 format!("ComputeContract {contract} left spec.contracts but NodeClaim {claim} still uses it")
             });
             said.push((
-                REASON_RELEASE_HELD,
+                reason::RELEASE_HELD,
                 format!(
                     "{}: it is not released (an edit of the Infra never costs a claim's running \
                      machine, and the NodeClaim controller restores the entry); delete the \
@@ -96,7 +94,7 @@ impl Problems {
                 format!("entry {entry} asks for other resources or another location than ComputeContract {contract} was rented with")
             });
             said.push((
-                REASON_MACHINE_IMMUTABLE,
+                reason::MACHINE_IMMUTABLE,
                 format!(
                     "{}: a rented machine does not change, so the contract keeps them; add an \
                      entry with what you want and remove this one",

@@ -257,23 +257,15 @@ pub(super) async fn act(
 
 /// The Event that says an unbound declaration stays published.
 async fn record_kept(ctx: &super::Context, infra: &Infra, uri: &str) {
-    use kube::runtime::events::{Event, EventType};
-    let where_ = if uri.is_empty() {
-        "its record".to_owned()
-    } else {
-        format!("the record {uri}")
+    let event = super::events::InfraEvent::RecordKept {
+        uri: uri.to_owned(),
     };
-    let event = Event {
-        type_: EventType::Normal,
-        reason: "RecordKept".to_owned(),
-        note: Some(format!(
-            "spec.record was removed: the AtprotoRecord is deleted with policy Orphan and {where_} \
-             stays published"
-        )),
-        action: "Unbind".to_owned(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &infra.object_ref(&())).await {
-        tracing::warn!(reason = "RecordKept", %error, "could not publish Event");
+    let published = event.to_event(&infra.namespace().unwrap_or_default());
+    if let Err(error) = ctx
+        .recorder
+        .publish(&published, &infra.object_ref(&()))
+        .await
+    {
+        tracing::warn!(reason = event.reason(), %error, "could not publish Event");
     }
 }

@@ -23,7 +23,6 @@
 use api::names::{CLUSTER_FINALIZER, NODECLAIM_FINALIZER};
 use api::{Cluster, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -31,6 +30,7 @@ use super::Context;
 use super::compose::ClusterKey;
 use super::conditions::{DEPLOYED, JOINED, READY, reason};
 use super::decide::{ClaimMetadataChange, ClaimStatusChange, InfraAction, Plan};
+use super::events::NodeClaimEvent;
 use super::failed::FailedClaims;
 use super::secrets::new_token;
 use crate::Result;
@@ -167,19 +167,6 @@ fn released_while_going(change: &ClaimStatusChange, claims: &[&NodeClaim]) -> bo
         && change.status.phase == Some(NodeClaimPhase::Released)
 }
 
-/// Whether a phase change is an Event: only what a person acts on, a claim
-/// that failed or a node that left its cluster. A claim that goes well shows
-/// its steps in its phase and conditions; an Event per step was a third of a
-/// node's API writes.
-fn a_person_acts_on(previous: Option<NodeClaimPhase>, phase: Option<NodeClaimPhase>) -> bool {
-    let node_lost = previous == Some(NodeClaimPhase::Joined)
-        && matches!(
-            phase,
-            Some(NodeClaimPhase::Pending | NodeClaimPhase::Requesting | NodeClaimPhase::Deployed)
-        );
-    phase == Some(NodeClaimPhase::Failed) || node_lost
-}
-
 /// The claim's phase metrics when its phase changed, and a Warning Event when
 /// a person has something to act on.
 async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &[&NodeClaim]) {
@@ -218,19 +205,16 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
             metrics.observe_nodeclaim_joined(since);
         }
     }
-    if !a_person_acts_on(change.previous_phase, phase) {
+    let message = api::find_condition(&change.status.conditions, READY).map(|c| c.message.clone());
+    let Some(event) = NodeClaimEvent::of_transition(change.previous_phase, phase, message) else {
         return;
-    }
-    let note = api::find_condition(&change.status.conditions, READY).map(|c| c.message.clone());
-    let event = Event {
-        type_: EventType::Warning,
-        reason: phase.map_or_else(|| "Unknown".to_owned(), |p| format!("{p:?}")),
-        note,
-        action: "Reconcile".to_owned(),
-        secondary: None,
     };
-    if let Err(error) = ctx.recorder.publish(&event, &claim.object_ref(&())).await {
-        tracing::warn!(claim = %change.name, namespace = %change.namespace, %error, "cannot publish event");
+    if let Err(error) = ctx
+        .recorder
+        .publish(&event.to_event(), &claim.object_ref(&()))
+        .await
+    {
+        tracing::warn!(claim = %change.name, namespace = %change.namespace, reason = event.reason(), %error, "cannot publish event");
     }
 }
 
@@ -252,32 +236,4 @@ async fn patch_claim_metadata(
         metadata.insert("ownerReferences".to_owned(), json!(owners));
     }
     write::patch_metadata(&ctx.client, MANAGER, target, metadata).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::a_person_acts_on;
-    use api::NodeClaimPhase as P;
-
-    #[test]
-    fn only_a_failure_or_a_lost_node_is_an_event() {
-        for (previous, phase) in [
-            (None, Some(P::Pending)),
-            (Some(P::Pending), Some(P::Requesting)),
-            (Some(P::Requesting), Some(P::Deployed)),
-            (Some(P::Deployed), Some(P::Joined)),
-            (Some(P::Joined), Some(P::Releasing)),
-            (Some(P::Releasing), Some(P::Released)),
-        ] {
-            assert!(
-                !a_person_acts_on(previous, phase),
-                "{previous:?} -> {phase:?}"
-            );
-        }
-        assert!(a_person_acts_on(Some(P::Requesting), Some(P::Failed)));
-        assert!(
-            a_person_acts_on(Some(P::Joined), Some(P::Deployed)),
-            "the node left its cluster"
-        );
-    }
 }

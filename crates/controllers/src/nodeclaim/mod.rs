@@ -31,6 +31,7 @@ pub mod adopt;
 pub mod compose;
 pub mod conditions;
 pub mod decide;
+pub mod events;
 pub mod failed;
 pub mod root;
 pub mod secrets;

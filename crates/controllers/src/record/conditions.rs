@@ -6,6 +6,7 @@
 use api::{Condition, ConditionStatus, set_condition};
 use chrono::{DateTime, Utc};
 
+use crate::message::cap;
 use crate::time::to_time;
 
 /// The one condition type: whether the record holds the current declaration.
@@ -49,6 +50,13 @@ pub fn set_ready(
 ) -> bool {
     set_condition(
         conditions,
-        Condition::new(READY, status, reason, message, generation, to_time(now)),
+        Condition::new(
+            READY,
+            status,
+            reason,
+            cap(message),
+            generation,
+            to_time(now),
+        ),
     )
 }

@@ -4,6 +4,8 @@
 
 use kube::runtime::events::{Event, EventType};
 
+use crate::message::cap;
+
 /// One write to (or deliberate non-write to) the repository.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordEvent {
@@ -89,9 +91,49 @@ impl RecordEvent {
         Event {
             type_,
             reason: self.reason().to_owned(),
-            note: Some(note),
+            note: Some(cap(&note)),
             action: action.to_owned(),
             secondary: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_event_has_its_reason_and_type_and_names_the_record() {
+        let uri = "at://did:plc:a/computer.socialweb.infra/x".to_owned();
+        let events = [
+            RecordEvent::Published { uri: uri.clone() },
+            RecordEvent::Updated { uri: uri.clone() },
+            RecordEvent::Deleted { uri: uri.clone() },
+            RecordEvent::Kept { uri: uri.clone() },
+            RecordEvent::RepositoryChanged {
+                old_uri: uri.clone(),
+                repository: "did:plc:b".to_owned(),
+            },
+        ];
+        let published: Vec<Event> = events.iter().map(RecordEvent::to_event).collect();
+        let reasons: Vec<(&str, bool)> = published
+            .iter()
+            .map(|e| (e.reason.as_str(), e.type_ == EventType::Warning))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("RecordPublished", false),
+                ("RecordUpdated", false),
+                ("RecordDeleted", false),
+                ("RecordKept", false),
+                ("RepositoryChanged", true),
+            ],
+            "only a changed repository is a Warning"
+        );
+        for event in published {
+            let note = event.note.unwrap_or_default();
+            assert!(note.contains(&uri), "{}: {note}", event.reason);
         }
     }
 }

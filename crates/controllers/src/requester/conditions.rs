@@ -19,6 +19,7 @@
 use api::{Condition, ConditionStatus, set_condition};
 use chrono::{DateTime, Utc};
 
+use crate::message::cap;
 use crate::time::to_time;
 
 /// Condition type: bids are being collected (its lastTransitionTime starts the window).
@@ -32,96 +33,87 @@ pub const RELEASED: &str = "Released";
 /// Condition type: derived; the contract's machine is usable.
 pub const READY: &str = "Ready";
 
-/// Reason: the namespace has no Requester to run the contract.
-pub const NO_REQUESTER: &str = "NoRequester";
-/// Reason: `maxInFlight` contracts are already bidding or booting.
-pub const MAX_IN_FLIGHT: &str = "MaxInFlight";
-/// Reason: the contract lacks the release finalizer, so nothing is rented for it.
-pub const NO_RELEASE_FINALIZER: &str = "NoReleaseFinalizer";
-/// Reason: the request for proposal is out.
-pub const RFP_PUBLISHED: &str = "RfpPublished";
-/// Reason: the bid window closed without a bid.
-pub const NO_BIDS: &str = "NoBids";
-/// Reason: the winning bid is being accepted.
-pub const ACCEPTING: &str = "Accepting";
-/// Reason: the winning bid was accepted and its receipt verified.
-pub const BID_ACCEPTED: &str = "BidAccepted";
-/// Reason: a running guest was taken over (`spec.adopt`).
-pub const ADOPTED: &str = "Adopted";
-/// Reason: the guest named in `spec.adopt` cannot be taken over.
-pub const ADOPT_FAILED: &str = "AdoptFailed";
-/// Reason: the guest named in `spec.adopt` belongs to another account than
-/// the contract's `ownerDid`: it is not taken over (nor released).
-pub const ADOPT_REFUSED: &str = "AdoptRefused";
-/// Reason: the guest is booting.
-pub const BOOTING: &str = "Booting";
-/// Reason: the guest is reachable.
-pub const ON_NETWORK: &str = "OnNetwork";
-/// Reason: the guest is reachable and reported its node identity.
-pub const NODE_REGISTERED: &str = "NodeRegistered";
-/// Reason: the provider failed to boot the guest.
-pub const BOOT_FAILED: &str = "BootFailed";
-/// Reason: the guest disappeared at the provider without a release.
-pub const GUEST_LOST: &str = "GuestLost";
-/// Reason: the release was sent; waiting for the market to confirm.
-pub const RELEASING: &str = "Releasing";
-/// Reason: sending the release (or confirming it) failed; it is retried.
-pub const RELEASE_FAILED: &str = "ReleaseFailed";
-/// Reason: the market confirmed the guest is gone.
-pub const GUEST_GONE: &str = "GuestGone";
-/// Reason: the provider acknowledged the release and nothing since says the
-/// guest runs; the market has no confirmation (the atproto market).
-pub const RELEASE_ACKNOWLEDGED: &str = "ReleaseAcknowledged";
-/// Reason: the provider acknowledged the release but the market sees it was
-/// lost (the provider restarted and forgot the contract, or the guest still
-/// reports); the machine may run on until a person has the provider stop it.
-pub const RELEASE_UNCONFIRMED: &str = "ReleaseUnconfirmed";
-/// Reason: nothing was rented, so there is nothing to release.
-pub const NOTHING_RENTED: &str = "NothingRented";
-/// Reason: the market refuses the request as it is; the spec must change.
-pub const INVALID_REQUEST: &str = "InvalidRequest";
-/// Reason: the market returned or holds a receipt that does not verify.
-pub const INVALID_RECEIPT: &str = "InvalidReceipt";
-/// Reason: a market call failed and is retried with backoff.
-pub const MARKET_UNAVAILABLE: &str = "MarketUnavailable";
-/// Reason (Ready): the guest is on the network.
-pub const DEPLOYED_REASON: &str = "Deployed";
+/// The reasons the contract's and the Requester's conditions give
+/// (PascalCase values, one constant each).
+pub mod reason {
+    /// The namespace has no Requester to run the contract.
+    pub const NO_REQUESTER: &str = "NoRequester";
+    /// `maxInFlight` contracts are already bidding or booting.
+    pub const MAX_IN_FLIGHT: &str = "MaxInFlight";
+    /// The contract lacks the release finalizer, so nothing is rented for it.
+    pub const NO_RELEASE_FINALIZER: &str = "NoReleaseFinalizer";
+    /// The request for proposal is out.
+    pub const RFP_PUBLISHED: &str = "RfpPublished";
+    /// The bid window closed without a bid.
+    pub const NO_BIDS: &str = "NoBids";
+    /// The winning bid is being accepted.
+    pub const ACCEPTING: &str = "Accepting";
+    /// The winning bid was accepted and its receipt verified.
+    pub const BID_ACCEPTED: &str = "BidAccepted";
+    /// A running guest was taken over (`spec.adopt`).
+    pub const ADOPTED: &str = "Adopted";
+    /// The guest named in `spec.adopt` cannot be taken over.
+    pub const ADOPT_FAILED: &str = "AdoptFailed";
+    /// The guest named in `spec.adopt` belongs to another account than
+    /// the contract's `ownerDid`: it is not taken over (nor released).
+    pub const ADOPT_REFUSED: &str = "AdoptRefused";
+    /// The guest is booting.
+    pub const BOOTING: &str = "Booting";
+    /// The guest is reachable.
+    pub const ON_NETWORK: &str = "OnNetwork";
+    /// The guest is reachable and reported its node identity.
+    pub const NODE_REGISTERED: &str = "NodeRegistered";
+    /// The provider failed to boot the guest.
+    pub const BOOT_FAILED: &str = "BootFailed";
+    /// The guest disappeared at the provider without a release.
+    pub const GUEST_LOST: &str = "GuestLost";
+    /// The release was sent; waiting for the market to confirm.
+    pub const RELEASING: &str = "Releasing";
+    /// Sending the release (or confirming it) failed; it is retried.
+    pub const RELEASE_FAILED: &str = "ReleaseFailed";
+    /// The market confirmed the guest is gone.
+    pub const GUEST_GONE: &str = "GuestGone";
+    /// The provider acknowledged the release and nothing since says the
+    /// guest runs; the market has no confirmation (the atproto market).
+    pub const RELEASE_ACKNOWLEDGED: &str = "ReleaseAcknowledged";
+    /// The provider acknowledged the release but the market sees it was
+    /// lost (the provider restarted and forgot the contract, or the guest still
+    /// reports); the machine may run on until a person has the provider stop it.
+    pub const RELEASE_UNCONFIRMED: &str = "ReleaseUnconfirmed";
+    /// Nothing was rented, so there is nothing to release.
+    pub const NOTHING_RENTED: &str = "NothingRented";
+    /// The market refuses the request as it is; the spec must change.
+    pub const INVALID_REQUEST: &str = "InvalidRequest";
+    /// The market returned or holds a receipt that does not verify.
+    pub const INVALID_RECEIPT: &str = "InvalidReceipt";
+    /// A market call failed and is retried with backoff.
+    pub const MARKET_UNAVAILABLE: &str = "MarketUnavailable";
+    /// Ready: the guest is on the network.
+    pub const DEPLOYED: &str = "Deployed";
 
-/// Reason (Requester Ready): the market is built from the spec.
-pub const MARKET_CONFIGURED: &str = "MarketConfigured";
-/// Reason (Requester Ready): the spec names no usable market.
-pub const NO_MARKET: &str = "NoMarket";
-/// Reason (Requester Ready): the market has no bidder, so nothing can be rented.
-pub const NO_BIDDERS: &str = "NoBidders";
-/// Reason (Requester Ready): a Secret, or a key of it, that the market's spec names does not exist.
-pub const SECRET_MISSING: &str = "SecretMissing";
-/// Reason (Requester Ready): the market refused the account's credentials, or the signing key does not parse.
-pub const INVALID_CREDENTIALS: &str = "InvalidCredentials";
-/// Reason (Requester Ready): the account's PDS does not answer.
-pub const PDS_UNREACHABLE: &str = "PdsUnreachable";
-/// Reason (Requester Ready): the Requester is outside the contract namespace,
-/// which is the only one this manager runs.
-pub const OUTSIDE_CONTRACT_NAMESPACE: &str = "OutsideContractNamespace";
-/// Reason (Requester Ready): an older Requester of the namespace runs the contracts.
-pub const SUPERSEDED: &str = "Superseded";
-/// Reason (Requester Ready): the Requester is being deleted in the root delete order.
-pub const DELETING: &str = "Deleting";
-
-/// Longest message written to a condition or `status.message` (bytes).
-pub const MAX_MESSAGE_LEN: usize = 1024;
-
-/// Cuts a message to [`MAX_MESSAGE_LEN`] on a character boundary.
-#[must_use]
-pub fn cap_message(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE_LEN {
-        return message.to_owned();
-    }
-    let mut end = MAX_MESSAGE_LEN - 3;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
+    /// Requester Ready: the market is built from the spec.
+    pub const MARKET_CONFIGURED: &str = "MarketConfigured";
+    /// Requester Ready: the spec names no usable market.
+    pub const NO_MARKET: &str = "NoMarket";
+    /// Requester Ready: the market has no bidder, so nothing can be rented.
+    pub const NO_BIDDERS: &str = "NoBidders";
+    /// Requester Ready: a Secret, or a key of it, that the market's spec names does not exist.
+    pub const SECRET_MISSING: &str = "SecretMissing";
+    /// Requester Ready: the market refused the account's credentials, or the signing key does not parse.
+    pub const INVALID_CREDENTIALS: &str = "InvalidCredentials";
+    /// Requester Ready: the account's PDS does not answer.
+    pub const PDS_UNREACHABLE: &str = "PdsUnreachable";
+    /// Requester Ready: the Requester is outside the contract namespace,
+    /// which is the only one this manager runs.
+    pub const OUTSIDE_CONTRACT_NAMESPACE: &str = "OutsideContractNamespace";
+    /// Requester Ready: an older Requester of the namespace runs the contracts.
+    pub const SUPERSEDED: &str = "Superseded";
+    /// Requester Ready: the Requester is being deleted in the root delete order.
+    pub const DELETING: &str = "Deleting";
 }
+
+// The contract tests name the reasons as `cond::X` beside the condition types.
+pub use reason::*;
 
 /// Sets a condition, keeping its lastTransitionTime while its status is unchanged.
 pub fn set(
@@ -139,24 +131,9 @@ pub fn set(
             type_,
             status,
             reason,
-            cap_message(message),
+            cap(message),
             generation,
             to_time(now),
         ),
     );
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    #[test]
-    fn long_messages_are_capped_on_a_char_boundary() {
-        let long = "é".repeat(MAX_MESSAGE_LEN);
-        let capped = cap_message(&long);
-        assert!(capped.len() <= MAX_MESSAGE_LEN);
-        assert!(capped.ends_with("..."));
-        assert_eq!(cap_message("short"), "short");
-    }
 }

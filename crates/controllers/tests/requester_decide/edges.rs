@@ -10,6 +10,7 @@ use super::conditions as cond;
 use super::decide::{Command, FailureKind, Observation, Operation, transition_event};
 use super::test_fixtures::*;
 use super::ttl::{Ttl, verdict};
+use kube::runtime::events::EventType;
 
 #[test]
 fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
@@ -131,7 +132,11 @@ fn events_mark_failures_and_failed_releases_only() {
         failed(Operation::Publish, FailureKind::InvalidRequest),
     );
     let e = transition_event(None, &invalid.status).unwrap();
-    assert!(e.warning, "a Failed contract is a Warning a person acts on");
+    assert_eq!(
+        e.to_event().type_,
+        EventType::Warning,
+        "a Failed contract is a Warning a person acts on"
+    );
     assert_eq!(phase(&apply(&contract(), &invalid)), Some(Phase::Failed));
     assert_eq!(
         transition_event(Some(&invalid.status), &invalid.status),
@@ -146,7 +151,10 @@ fn events_mark_failures_and_failed_releases_only() {
         failed(Operation::Release, FailureKind::Retryable),
     );
     let e = transition_event(c.status.as_ref(), &failed.status).unwrap();
-    assert_eq!((e.warning, e.reason.as_str()), (true, cond::RELEASE_FAILED));
+    assert_eq!(
+        (e.to_event().type_, e.reason()),
+        (EventType::Warning, cond::RELEASE_FAILED)
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ use market::{GuestInfo, GuestStatus, ReleaseOutcome, RfpId};
 use super::conditions as cond;
 use super::decide::{Command, Observation, release_finished, transition_event};
 use super::test_fixtures::*;
+use kube::runtime::events::EventType;
 
 const LOST: &str = "bidder did:web:a acknowledged the release of at://did:web:a/receipt/1 but its offering names \
                     the endpoint https://new since 2026-12-03T10:00:00Z";
@@ -125,9 +126,11 @@ fn a_lost_release_is_released_unconfirmed_with_a_warning_and_not_sent_again() {
     assert!(released.message.contains(LOST), "{}", released.message);
 
     let event = transition_event(c.status.as_ref(), &s.status).expect("a Warning Event");
-    assert!(event.warning);
+    let event = event.to_event();
+    assert_eq!(event.type_, EventType::Warning);
     assert_eq!(event.reason, cond::RELEASE_UNCONFIRMED);
-    assert!(event.note.contains(LOST), "{}", event.note);
+    let note = event.note.unwrap_or_default();
+    assert!(note.contains(LOST), "{note}");
     assert_eq!(
         release_finished(c.status.as_ref(), &s.status),
         Some("unconfirmed")

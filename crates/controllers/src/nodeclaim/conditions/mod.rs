@@ -162,9 +162,6 @@ pub fn running_guest(status: Option<&ComputeContractStatus>) -> Option<&Guest> {
         .and_then(|s| s.guest.as_ref())
 }
 
-/// Longest message kept on a condition; longer ones are cut (a status is not a log).
-const MAX_MESSAGE_LEN: usize = 1024;
-
 /// A condition of `type_` for generation `generation`, stamped at `now`
 /// (`set_condition` keeps an older stamp when the status did not change).
 #[must_use]
@@ -176,14 +173,7 @@ pub fn condition(
     generation: Option<i64>,
     now: &Time,
 ) -> Condition {
-    let mut message = message.into();
-    if message.len() > MAX_MESSAGE_LEN {
-        let mut cut = MAX_MESSAGE_LEN;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-    }
+    let message = crate::message::cap(&message.into());
     Condition::new(type_, status, reason, message, generation, now.clone())
 }
 
@@ -306,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn long_messages_are_cut_on_a_char_boundary() {
+    fn long_messages_are_cut_on_a_char_boundary_with_the_one_cap() {
         let c = condition(
             READY,
             ConditionStatus::False,
@@ -315,7 +305,11 @@ mod tests {
             None,
             &at(0),
         );
-        assert!(c.message.len() <= MAX_MESSAGE_LEN);
-        assert!(c.message.chars().all(|ch| ch == 'é'));
+        assert!(c.message.len() <= crate::message::MAX_MESSAGE_LEN);
+        let kept = c
+            .message
+            .strip_suffix("...")
+            .expect("a cut message says so");
+        assert!(kept.chars().all(|ch| ch == 'é'));
     }
 }

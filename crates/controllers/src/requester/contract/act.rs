@@ -9,15 +9,14 @@ use std::time::Duration;
 
 use api::{ComputeContract, Receipt, names};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use market::RfpId;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::decide::{
-    Command, Inputs, MarketFailure, MarketView, Observation, Operation, decide, release_finished,
-    transition_event,
+    Command, ContractEvent, Inputs, MarketFailure, MarketView, Observation, Operation, decide,
+    release_finished, transition_event,
 };
 use super::ttl::{self, Ttl};
 use crate::market_adapter::mapping::{contract_key, from_market, request_for, to_market};
@@ -96,8 +95,8 @@ pub(in crate::requester) async fn reconcile_contract(
             };
             current = written;
             fresh = true;
-            if let Some(note) = transition_event(old.as_ref(), &step.status) {
-                publish_event(&rt, &current, note).await;
+            if let Some(event) = transition_event(old.as_ref(), &step.status) {
+                publish_event(&rt, &current, event).await;
             }
             if let Some(outcome) = release_finished(old.as_ref(), &step.status) {
                 ctx.metrics.contract_released(outcome);
@@ -344,24 +343,13 @@ async fn delete_expired(client: &kube::Client, contract: &ComputeContract) -> Re
     Ok(())
 }
 
-async fn publish_event(rt: &Runtime, contract: &ComputeContract, note: super::decide::EventNote) {
-    let event = Event {
-        type_: if note.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: note.reason,
-        note: Some(crate::requester::conditions::cap_message(&note.note)),
-        action: "Reconcile".to_owned(),
-        secondary: None,
-    };
+async fn publish_event(rt: &Runtime, contract: &ComputeContract, event: ContractEvent) {
     if let Err(error) = rt
         .ctx
         .recorder
-        .publish(&event, &contract.object_ref(&()))
+        .publish(&event.to_event(), &contract.object_ref(&()))
         .await
     {
-        warn!(%error, "cannot publish an event");
+        warn!(reason = event.reason(), %error, "cannot publish an event");
     }
 }

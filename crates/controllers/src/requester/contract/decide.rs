@@ -39,7 +39,7 @@ use api::{ComputeContract, ComputeContractPhase as Phase, ComputeContractStatus,
 use chrono::{DateTime, Utc};
 use market::Bid;
 
-pub use super::events::{EventNote, release_finished, transition_event};
+pub use super::events::{ContractEvent, release_finished, transition_event};
 pub use super::lifecycle::{
     Command, FailureKind, MarketFailure, MarketView, Observation, Operation, Timing,
 };
@@ -188,7 +188,7 @@ impl<'a> Draft<'a> {
     }
 
     pub fn message(&mut self, message: impl Into<String>) {
-        self.status.message = Some(cond::cap_message(&message.into()));
+        self.status.message = Some(crate::message::cap(&message.into()));
     }
 
     /// A pending retry's deadline, if it is still ahead.
@@ -414,7 +414,7 @@ impl<'a> Draft<'a> {
             self.set(
                 cond::READY,
                 api::ConditionStatus::True,
-                cond::DEPLOYED_REASON,
+                cond::reason::DEPLOYED,
                 &message,
             );
         } else {
@@ -464,7 +464,7 @@ const fn phase_reason(phase: Phase) -> &'static str {
         Phase::Pending => "Pending",
         Phase::Bidding => "Bidding",
         Phase::Accepted => "Accepted",
-        Phase::Deployed => cond::DEPLOYED_REASON,
+        Phase::Deployed => cond::reason::DEPLOYED,
         Phase::Releasing => "Releasing",
         Phase::Released => "Released",
         Phase::Failed => "Failed",
