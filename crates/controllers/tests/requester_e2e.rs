@@ -8,6 +8,7 @@ mod requester_support;
 use std::time::Duration;
 
 use api::{ComputeContractPhase as Phase, names};
+use apiserver::store::ChangeType;
 use kube::ResourceExt;
 use requester_support::*;
 
@@ -171,16 +172,45 @@ async fn release_is_sent_confirmed_and_the_finished_contract_expires() {
     env.create_contract("c1", 1).await;
     let deployed = env.wait_phase("c1", Phase::Deployed).await;
     let receipt = market_receipt(&deployed);
+    let uid = deployed.uid().unwrap();
     env.release("c1").await;
-    let released = env.wait_phase("c1", Phase::Released).await;
-    assert!(released.status.as_ref().unwrap().completion_time.is_some());
+    // Ownerless and finished: deleted ttlSecondsAfterFinished (1 s) after its
+    // completionTime. That time is in whole seconds, so the Released object
+    // may live only milliseconds: a poll for it can miss it on a busy
+    // machine. The server's history shows every state it had.
+    env.wait_until(
+        "release and ttl deletion",
+        Duration::from_secs(16),
+        async || env.contracts().get_opt("c1").await.unwrap().is_none(),
+    )
+    .await;
+    let writes: Vec<_> = env
+        .server
+        .history()
+        .into_iter()
+        .filter(|e| {
+            e.resource.ends_with("/computecontracts") && e.object()["metadata"]["uid"] == uid
+        })
+        .collect();
+    let released = writes
+        .iter()
+        .find(|e| e.change != ChangeType::Deleted && e.object()["status"]["phase"] == "Released")
+        .expect("a Released status was written")
+        .object();
+    let time = |t: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(t.as_str().expect("a time")).unwrap()
+    };
+    let completed = time(&released["status"]["completionTime"]);
+    let gone = writes.last().unwrap();
+    assert_eq!(gone.change, ChangeType::Deleted);
+    assert_eq!(gone.object()["status"]["phase"], "Released");
+    let deleted = time(&gone.object()["metadata"]["deletionTimestamp"]);
+    assert!(
+        deleted >= completed + chrono::Duration::seconds(1),
+        "deleted at {deleted}, before its TTL ran out (completed {completed})"
+    );
     assert!(env.market.release_calls(&receipt) >= 1);
     assert_eq!(env.market.running_guests(), 0);
-    // Ownerless and finished: deleted ttlSecondsAfterFinished (1 s) later.
-    env.wait_until("ttl deletion", Duration::from_secs(6), async || {
-        env.contracts().get_opt("c1").await.unwrap().is_none()
-    })
-    .await;
     controller.abort();
 }
 
