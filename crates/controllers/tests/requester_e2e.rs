@@ -238,16 +238,22 @@ async fn a_contract_without_a_requester_waits_and_says_so() {
 async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
     let env = Env::start().await;
     let controller = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+    // An hour's bid window holds c1 in flight (Bidding) until the test has
+    // seen c2 wait: a one-second window (its start is cut to whole seconds)
+    // can close before a busy machine has looked.
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 3600)
         .await;
-    env.requesters()
-        .patch(
-            "root",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"spec": {"maxInFlight": 1}})),
-        )
-        .await
-        .unwrap();
+    let patch_spec = async |spec: serde_json::Value| {
+        env.requesters()
+            .patch(
+                "root",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({ "spec": spec })),
+            )
+            .await
+            .unwrap();
+    };
+    patch_spec(serde_json::json!({"maxInFlight": 1})).await;
     env.create_contract("c1", 3600).await;
     env.wait_phase("c1", Phase::Bidding).await;
     env.create_contract("c2", 3600).await;
@@ -261,6 +267,8 @@ async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
         .await;
     assert_eq!(phase_of(&waiting), Some(Phase::Pending));
     assert_eq!(env.market.rfps_published(&key("c2")), 0);
+    // c1's window closes: it is Deployed, and its slot frees for c2.
+    patch_spec(serde_json::json!({"bidWindowSeconds": 1})).await;
     env.wait_phase("c1", Phase::Deployed).await;
     env.wait_phase("c2", Phase::Deployed).await;
     controller.abort();
