@@ -167,10 +167,42 @@ impl Env {
         while !done().await {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{what} did not happen in {timeout:?}"
+                "{what} did not happen in {timeout:?}; the last writes:\n{}",
+                self.last_writes(40)
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The server's last `count` writes to objects other than Events, one a
+    /// line: what a wait that ran out was left waiting on.
+    pub fn last_writes(&self, count: usize) -> String {
+        let writes: Vec<String> = self
+            .server
+            .history()
+            .into_iter()
+            .filter(|e| !e.resource.ends_with("/events"))
+            .map(|e| {
+                let object = e.object();
+                let meta = &object["metadata"];
+                let ready = object["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                    .map(|c| c["reason"].clone())
+                    .unwrap_or_default();
+                format!(
+                    "{} {:?} {} {} phase={} ready={ready} deleting={} finalizers={}",
+                    e.resource_version,
+                    e.change,
+                    e.resource,
+                    e.name,
+                    object["status"]["phase"],
+                    !meta["deletionTimestamp"].is_null(),
+                    meta["finalizers"]
+                )
+            })
+            .collect();
+        writes[writes.len().saturating_sub(count)..].join("\n")
     }
 }
 
