@@ -7,6 +7,7 @@ use apiserver::testing::TestServer;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
+use testkit::ListAll;
 
 /// Sends one request with exactly these headers (plus what `config` adds: the token
 /// unless removed) and returns the status code and the JSON body.
@@ -193,14 +194,7 @@ async fn the_kubeconfig_is_private_and_names_the_https_url_the_ca_and_the_token(
         .await
         .unwrap();
     let namespaces: Api<Namespace> = Api::all(kube::Client::try_from(config).unwrap());
-    assert!(
-        !namespaces
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(!namespaces.list_all().await.is_empty());
 }
 
 #[tokio::test]

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use parking_lot::Mutex;
 use serde_json::json;
+use testkit::ListAll;
 use testkit::apiserver_process::ApiServerProcess;
 
 const WRITERS: usize = 4;
@@ -116,10 +117,8 @@ async fn acknowledged_creates_survive_sigkill_and_versions_continue_upward() {
     assert!(before.0.is_some() && before.1.is_some());
     let api: Api<ConfigMap> = Api::default_namespaced(client_of(&server).await);
     let recovered: HashMap<String, u64> = api
-        .list(&ListParams::default())
+        .list_all()
         .await
-        .unwrap()
-        .items
         .iter()
         .map(|cm| (cm.metadata.name.clone().unwrap(), rv_number(cm)))
         .collect();

@@ -13,6 +13,7 @@ use serde_json::json;
 use support::kubectl::{kubectl_at, kubectl_ok, kubectl_required, stdout_of_success, table};
 use support::objects::{install_project_crds, socialweb_api};
 use support::scenes::server_with_examples;
+use testkit::ListAll;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_resources_lists_the_kinds_with_short_names_and_categories() {
@@ -240,12 +241,5 @@ async fn delete_namespace_waits_for_its_objects_and_takes_them_along() {
         text.contains(r#"namespaces "tenant-a" not found"#),
         "{text}"
     );
-    assert!(
-        claims
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(claims.list_all().await.is_empty());
 }

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
+use testkit::ListAll;
 
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
@@ -218,10 +219,8 @@ async fn restart_after_snapshots_recovers_everything() {
     assert_eq!(server.app().store.current_rv(), rv_before);
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
     let names: Vec<String> = cms
-        .list(&ListParams::default())
+        .list_all()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter_map(|c| c.metadata.name)
         .collect();

@@ -23,9 +23,8 @@ use infra_support::{INFRA, cc_name};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use market::Market;
-use requester_support::{
-    Env, NS, TEST_INFRA, bidder, contract_spec, fast_timing, key, market_receipt, phase_of,
-};
+use requester_support::{Env, NS, bidder, fast_timing, key, market_receipt, phase_of};
+use testkit::ListAll;
 use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -72,16 +71,11 @@ async fn started_with_a_requester() -> (Env, Controllers) {
     (env, controllers)
 }
 
-/// Creates an ownerless contract as the Infra controller would: with the release finalizer.
-async fn create_held_contract(env: &Env, name: &str) {
-    let mut contract = ComputeContract::new(name, contract_spec(3600));
-    contract.metadata.namespace = Some(NS.to_owned());
-    contract.metadata.finalizers = Some(vec![CONTRACT_RELEASE_FINALIZER.to_owned()]);
-    let params = PostParams {
-        field_manager: Some(TEST_INFRA.to_owned()),
-        ..PostParams::default()
-    };
-    env.contracts().create(&params, &contract).await.unwrap();
+/// [`Env::create_contract`], then waits (up to [`WAIT`]) until it is Deployed.
+async fn deployed(env: &Env, name: &str, ttl: u32) -> ComputeContract {
+    env.create_contract(name, ttl).await;
+    env.wait_contract(name, WAIT, |c| phase_of(c) == Some(Phase::Deployed))
+        .await
 }
 
 /// Polls until the object with `uid` named `name` is gone from the server.
@@ -131,10 +125,7 @@ fn assert_released_before_gone(env: &Env, name: &str, uid: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directly_deleted_deployed_contract_releases_its_guest_before_it_goes() {
     let (env, _controllers) = started_with_a_requester().await;
-    create_held_contract(&env, "direct").await;
-    let deployed = env
-        .wait_contract("direct", WAIT, |c| phase_of(c) == Some(Phase::Deployed))
-        .await;
+    let deployed = deployed(&env, "direct", 3600).await;
     let receipt = market_receipt(&deployed);
     let uid = deployed.uid().unwrap();
     assert_eq!(env.market.running_guests(), 1);
@@ -229,14 +220,7 @@ async fn a_foreground_infra_deletion_releases_every_guest_before_its_contract_go
         0,
         "a guest outlived its contract"
     );
-    assert!(
-        env.contracts()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(env.contracts().list_all().await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,13 +229,13 @@ async fn a_contract_deleted_before_it_got_a_receipt_goes_at_once_without_a_relea
     let _controllers = Controllers::start(&env);
 
     // No Requester yet: the contract waits in Pending.
-    create_held_contract(&env, "unrun").await;
+    env.create_contract("unrun", 3600).await;
     let pending = env
         .wait_contract("unrun", WAIT, |c| phase_of(c) == Some(Phase::Pending))
         .await;
     // A Requester whose market has no bidder: the contract bids and fails.
     env.create_requester("root", vec![], 1).await;
-    create_held_contract(&env, "unbid").await;
+    env.create_contract("unbid", 3600).await;
     let failed = env
         .wait_contract("unbid", WAIT, |c| phase_of(c) == Some(Phase::Failed))
         .await;
@@ -282,17 +266,7 @@ async fn a_contract_deleted_before_it_got_a_receipt_goes_at_once_without_a_relea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ttl_still_deletes_a_finished_ownerless_contract_that_holds_the_finalizer() {
     let (env, _controllers) = started_with_a_requester().await;
-    let mut contract = ComputeContract::new("short", contract_spec(1));
-    contract.metadata.namespace = Some(NS.to_owned());
-    contract.metadata.finalizers = Some(vec![CONTRACT_RELEASE_FINALIZER.to_owned()]);
-    let params = PostParams {
-        field_manager: Some(TEST_INFRA.to_owned()),
-        ..PostParams::default()
-    };
-    env.contracts().create(&params, &contract).await.unwrap();
-    let deployed = env
-        .wait_contract("short", WAIT, |c| phase_of(c) == Some(Phase::Deployed))
-        .await;
+    let deployed = deployed(&env, "short", 1).await;
     let uid = deployed.uid().unwrap();
     env.release("short").await;
     // Released, then deleted by the TTL one second later, then let go by the finalizer.

@@ -11,15 +11,7 @@ use controllers::infra::conditions::{
 };
 use controllers::infra::decide::{DELETION_SETTLE, unseen_contracts};
 use controllers::infra::events::{InfraEvent, ReleaseCause};
-use infra_support::{INFRA, World, cc_name, infra, phase_of};
-
-fn world_deployed(entries: &[&str]) -> World {
-    let mut world = World::new(infra(entries));
-    world.reconcile();
-    world.settle_requester();
-    world.reconcile();
-    world
-}
+use infra_support::{INFRA, World, cc_name, infra, names, phase_of};
 
 #[test]
 fn new_entry_is_applied_with_labels_owner_and_mapped_spec() {
@@ -126,7 +118,7 @@ fn observed_contract_is_requested_and_all_deployed_converges_to_no_writes() {
 
 #[test]
 fn changed_entry_updates_its_contract_only() {
-    let mut world = world_deployed(&["node-a", "node-b"]);
+    let mut world = World::deployed(&["node-a", "node-b"]);
     let new_server = "https://moved.example:6443";
     world.infra.spec.nodes[0]
         .node_join
@@ -148,7 +140,7 @@ fn changed_entry_updates_its_contract_only() {
 
 #[test]
 fn removed_entry_is_released_then_deleted_only_once_released() {
-    let mut world = world_deployed(&["node-a", "node-b"]);
+    let mut world = World::deployed(&["node-a", "node-b"]);
     world.set_spec(&["node-b"]);
 
     let plan = world.reconcile();
@@ -225,19 +217,11 @@ fn removed_entry_is_released_then_deleted_only_once_released() {
 
 #[test]
 fn recreated_claim_is_a_new_entry_and_the_old_contract_is_released() {
-    let mut world = world_deployed(&["node-old"]);
+    let mut world = World::deployed(&["node-old"]);
     world.set_spec(&["node-new"]);
     let plan = world.plan();
-    let applied: Vec<_> = plan
-        .apply
-        .iter()
-        .map(|c| c.metadata.name.clone().unwrap())
-        .collect();
-    let released: Vec<_> = plan
-        .release
-        .iter()
-        .map(|c| c.metadata.name.clone().unwrap())
-        .collect();
+    let applied: Vec<_> = names(&plan.apply);
+    let released: Vec<_> = names(&plan.release);
     assert_eq!(applied, vec![cc_name("node-new")]);
     assert_eq!(released, vec![cc_name("node-old")]);
     assert!(!plan.apply[0].spec.release);
@@ -245,7 +229,7 @@ fn recreated_claim_is_a_new_entry_and_the_old_contract_is_released() {
 
 #[test]
 fn entry_readded_while_its_contract_is_released_waits_for_it_to_go() {
-    let mut world = world_deployed(&["node-a"]);
+    let mut world = World::deployed(&["node-a"]);
     world.set_spec(&[]);
     world.reconcile();
     world.set_spec(&["node-a"]);
@@ -265,7 +249,7 @@ fn entry_readded_while_its_contract_is_released_waits_for_it_to_go() {
 
 #[test]
 fn failed_contract_fails_the_infra_once() {
-    let mut world = world_deployed(&["node-a", "node-b"]);
+    let mut world = World::deployed(&["node-a", "node-b"]);
     world.set_phase(&cc_name("node-b"), P::Failed);
     let plan = world.reconcile();
     assert_eq!(
@@ -332,7 +316,7 @@ fn ready_keeps_its_transition_time_while_its_status_stays() {
 
 #[test]
 fn deletion_releases_all_then_deletes_all_then_finalizes() {
-    let mut world = world_deployed(&["node-a", "node-b", "node-c"]);
+    let mut world = World::deployed(&["node-a", "node-b", "node-c"]);
     world.set_phase(&cc_name("node-c"), P::Failed);
     world.start_deletion();
 
@@ -402,7 +386,7 @@ fn deletion_never_creates_a_contract() {
 
 #[test]
 fn a_contract_with_a_foreign_or_missing_phase_is_not_deleted_by_the_live_path() {
-    let mut world = world_deployed(&["node-a"]);
+    let mut world = World::deployed(&["node-a"]);
     world.set_spec(&[]);
     world.reconcile();
     for phase in [P::Pending, P::Deployed, P::Failed, P::Releasing] {
@@ -458,7 +442,7 @@ fn every_contract_carries_the_release_finalizer_from_its_creation() {
 #[test]
 fn a_deleting_contract_without_the_finalizer_is_never_given_it() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    let mut world = world_deployed(&["node-a"]);
+    let mut world = World::deployed(&["node-a"]);
     let name = cc_name("node-a");
     let contract = world.contracts.get_mut(&name).unwrap();
     contract.metadata.finalizers = None;
@@ -486,7 +470,7 @@ fn unreadable(world: &mut World, names: &[&str]) {
 #[test]
 fn a_contract_that_cannot_be_read_is_not_created_again_and_is_read_again_soon() {
     use controllers::infra::decide::UNREADABLE_RETRY;
-    let mut world = world_deployed(&["node-a", "node-b"]);
+    let mut world = World::deployed(&["node-a", "node-b"]);
     unreadable(&mut world, &["node-b"]);
     let plan = world.plan();
     assert!(plan.apply.is_empty(), "created blindly: {:?}", plan.apply);
@@ -500,7 +484,7 @@ fn a_contract_that_cannot_be_read_is_not_created_again_and_is_read_again_soon() 
 
 #[test]
 fn a_failed_read_keeps_its_row_while_the_others_make_progress() {
-    let mut world = world_deployed(&["node-a", "node-b", "node-c"]);
+    let mut world = World::deployed(&["node-a", "node-b", "node-c"]);
     world.set_spec(&[]);
     world.reconcile();
     world.settle_requester();
@@ -524,7 +508,7 @@ fn a_failed_read_keeps_its_row_while_the_others_make_progress() {
 
 #[test]
 fn a_deleting_infra_with_an_unreadable_contract_deletes_nothing_and_keeps_its_finalizer() {
-    let mut world = world_deployed(&["node-a", "node-b"]);
+    let mut world = World::deployed(&["node-a", "node-b"]);
     world.start_deletion();
     world.reconcile();
     world.settle_requester();

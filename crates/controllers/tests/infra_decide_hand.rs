@@ -18,15 +18,7 @@ use controllers::infra::problems::{
     REASON_MACHINE_IMMUTABLE, REASON_NODE_CLAIM_NOT_FOUND, REASON_RELEASE_HELD,
     REASON_RELEASED_BY_HAND,
 };
-use infra_support::{World, cc_name, infra};
-
-fn world_deployed(entries: &[&str]) -> World {
-    let mut world = World::new(infra(entries));
-    world.reconcile();
-    world.settle_requester();
-    world.reconcile();
-    world
-}
+use infra_support::{World, cc_name, infra, names};
 
 fn row_state(world: &World, entry: &str) -> Option<ContractState> {
     let status = world.infra.status.as_ref()?;
@@ -50,7 +42,7 @@ fn hand_release_events(events: &[InfraEvent]) -> usize {
 
 #[test]
 fn a_contract_released_by_hand_is_never_rented_again_while_its_entry_stays() {
-    let mut world = world_deployed(&["node-a", "node-b"]);
+    let mut world = World::deployed(&["node-a", "node-b"]);
     let name = cc_name("node-a");
     // kubectl edit: spec.release set, without the Infra controller's annotation.
     world.contracts.get_mut(&name).unwrap().spec.release = true;
@@ -104,7 +96,7 @@ fn a_contract_released_by_hand_is_never_rented_again_while_its_entry_stays() {
 
 #[test]
 fn a_contract_deleted_directly_is_replaced_once_gone() {
-    let mut world = world_deployed(&["node-a"]);
+    let mut world = World::deployed(&["node-a"]);
     let name = cc_name("node-a");
     // kubectl delete: its finalizer holds it until the Requester released it.
     world
@@ -129,7 +121,7 @@ fn a_contract_deleted_directly_is_replaced_once_gone() {
 
 #[test]
 fn its_own_release_is_finished_and_the_entry_rented_again_once_gone() {
-    let mut world = world_deployed(&["node-a"]);
+    let mut world = World::deployed(&["node-a"]);
     world.set_spec(&[]);
     let plan = world.reconcile();
     assert_eq!(plan.release.len(), 1);
@@ -146,7 +138,7 @@ fn its_own_release_is_finished_and_the_entry_rented_again_once_gone() {
 
 #[test]
 fn a_contract_whose_claim_still_uses_it_is_held_not_released() {
-    let mut world = world_deployed(&["node-a", "node-b"]);
+    let mut world = World::deployed(&["node-a", "node-b"]);
     world
         .claims
         .in_use
@@ -179,11 +171,7 @@ fn a_node_entry_whose_claim_does_not_exist_is_not_rented() {
         },
     );
     let plan = world.reconcile();
-    let created: Vec<_> = plan
-        .apply
-        .iter()
-        .map(|c| c.metadata.name.clone().unwrap())
-        .collect();
+    let created: Vec<_> = names(&plan.apply);
     assert_eq!(created, [cc_name("node-b")]);
     world.settle_requester();
     world.reconcile();
@@ -197,7 +185,7 @@ fn a_node_entry_whose_claim_does_not_exist_is_not_rented() {
 
 #[test]
 fn an_entry_asking_for_another_machine_keeps_the_rented_one() {
-    let mut world = world_deployed(&["node-a"]);
+    let mut world = World::deployed(&["node-a"]);
     world.infra.spec.contracts[0].resources.cpus = 64;
     world.infra.spec.contracts[0].location.country = "FR".to_owned();
     let plan = world.reconcile();

@@ -15,6 +15,7 @@ use infra_support::e2e::{CONTRACTS, Rig, eventually};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use testkit::ListAll;
 
 /// A ComputeContract's release flag and phase after a write.
 fn release_and_phase(entry: &HistoryEntry) -> (bool, Option<String>) {
@@ -178,14 +179,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         .await
         .unwrap();
     testkit::wait_gone(&infras, INFRA).await;
-    assert!(
-        contracts
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(contracts.list_all().await.is_empty());
     let writes = contract_writes(&server, delete_from);
     let names: Vec<String> = ["node-b", "node-c", "node-d"]
         .iter()
@@ -208,7 +202,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
     // Events about the Infra: every contract is named by an Event of each
     // step, its own (the contract related) or one for a pass over several.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
-    let events = events.list(&Default::default()).await.unwrap().items;
+    let events = events.list_all().await;
     let all: Vec<String> = ["node-a", "node-b", "node-c", "node-d"]
         .iter()
         .map(|e| cc_name(e))
@@ -283,10 +277,8 @@ async fn a_node_entry_naming_no_claim_is_not_rented_and_says_so() {
     .await;
     assert!(ready.message.contains("tenant/node-a"), "{}", ready.message);
     let names: Vec<String> = contracts
-        .list(&Default::default())
+        .list_all()
         .await
-        .unwrap()
-        .items
         .iter()
         .map(|c| c.name_any())
         .collect();

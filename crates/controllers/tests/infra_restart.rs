@@ -16,6 +16,7 @@ use apiserver::testing::TestServer;
 use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install, start_manager};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use testkit::ListAll;
 
 /// Every ComputeContract's phase, read from the API server.
 async fn phases(
@@ -119,14 +120,7 @@ async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
     // The market confirms: everything is deleted, then the Infra goes.
     hold_releases.store(false, Ordering::SeqCst);
     testkit::wait_gone(&infras, INFRA).await;
-    assert!(
-        contracts
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(contracts.list_all().await.is_empty());
 
     let history: Vec<_> = server
         .history()

@@ -43,18 +43,15 @@ fn two_claims_make_one_infra_with_two_node_entries() {
 
     let entry_a = entry_name("uid-a");
     let entry_b = entry_name("uid-b");
-    let node_a = infra
-        .spec
-        .nodes
-        .iter()
-        .find(|n| n.contract == entry_a)
-        .unwrap();
-    let node_b = infra
-        .spec
-        .nodes
-        .iter()
-        .find(|n| n.contract == entry_b)
-        .unwrap();
+    let node_of = |entry: &str| {
+        infra
+            .spec
+            .nodes
+            .iter()
+            .find(|n| n.contract == entry)
+            .unwrap()
+    };
+    let (node_a, node_b) = (node_of(&entry_a), node_of(&entry_b));
     assert_eq!(
         node_a.owner_did, "did:plc:tenant",
         "defaults to the Cluster's account"
@@ -109,10 +106,7 @@ fn two_claims_make_one_infra_with_two_node_entries() {
     );
     assert_eq!(status.phase, Some(NodeClaimPhase::Requesting));
     assert!(cond(&w, "worker-a", INFRA_COMPOSED).is_true());
-    assert_eq!(
-        w.cluster.as_ref().unwrap().status.as_ref().unwrap().nodes,
-        Some(2)
-    );
+    assert_eq!(w.cluster_nodes(), Some(2));
 }
 
 #[test]
@@ -177,10 +171,7 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
     assert_eq!(plan.remove_claim_finalizers.len(), 1);
     assert!(w.claims.iter().all(|c| c.name_any() != "worker-a"));
     assert_eq!(w.entries(), vec![entry_name("uid-b")]);
-    assert_eq!(
-        w.cluster.as_ref().unwrap().status.as_ref().unwrap().nodes,
-        Some(1)
-    );
+    assert_eq!(w.cluster_nodes(), Some(1));
 }
 
 #[test]
@@ -407,14 +398,7 @@ fn new_claims_wait_while_the_previous_infra_is_deleted() {
     w.settle(start());
     w.claims.clear();
     w.reconcile(start());
-    assert!(
-        w.infra
-            .as_ref()
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some()
-    );
+    assert!(w.infra_deleting());
     w.claims.push(claim("next", "uid-next", "c1"));
     let plan = w.reconcile(start());
     assert!(matches!(plan.infra, Some(InfraAction::Keep)));
@@ -424,14 +408,7 @@ fn new_claims_wait_while_the_previous_infra_is_deleted() {
     );
     w.settle(start());
     assert_eq!(w.entries(), vec![entry_name("uid-next")]);
-    assert!(
-        w.infra
-            .as_ref()
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none()
-    );
+    assert!(!w.infra_deleting());
 }
 
 #[test]

@@ -21,6 +21,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nodeclaim_e2e_support::*;
 use serde_json::json;
 use std::time::Duration;
+use testkit::ListAll;
 
 #[tokio::test]
 async fn scale_up_two() {
@@ -62,12 +63,7 @@ async fn scale_up_two() {
             .await
             .unwrap();
         assert_eq!(secret.type_.as_deref(), Some(JOIN_SECRET_TYPE));
-        let status = claims(client)
-            .get(&claim.name_any())
-            .await
-            .unwrap()
-            .status
-            .unwrap();
+        let status = claim_status(client, &claim.name_any()).await;
         assert_eq!(status.infra.unwrap().compute_contract, c.name_any());
         assert!(status.guest.unwrap().node_id.is_some(), "the node joined");
     }
@@ -77,10 +73,8 @@ async fn scale_up_two() {
 
     // Invariant 6: the token and CA are only in the join Secrets.
     let secret_values: Vec<String> = Api::<Secret>::namespaced(client.clone(), CONTRACT_NS)
-        .list(&ListParams::default())
+        .list_all()
         .await
-        .unwrap()
-        .items
         .iter()
         .map(|s| String::from_utf8(s.data.as_ref().unwrap()["token"].0.clone()).unwrap())
         .collect();
@@ -104,10 +98,8 @@ async fn scale_up_two() {
     // or a lost node is, what a person acts on.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
     let about_claims: Vec<String> = events
-        .list(&ListParams::default())
+        .list_all()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("NodeClaim"))
         .filter_map(|e| e.reason)
@@ -213,40 +205,13 @@ async fn cluster_delete_releases_everything() {
         .unwrap();
     testkit::wait_gone(&clusters, "c1").await;
     let infras: Api<Infra> = Api::namespaced(client.clone(), CONTRACT_NS);
-    assert!(
-        infras
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
-    assert!(
-        contracts(client)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(infras.list_all().await.is_empty());
+    assert!(contracts(client).list_all().await.is_empty());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), CONTRACT_NS);
-    assert!(
-        secrets
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(secrets.list_all().await.is_empty());
     // The claims go with their Cluster (the garbage collector follows the ownerReference).
     eventually("claims gone with their Cluster", || async {
-        claims(client)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-            .then_some(())
+        claims(client).list_all().await.is_empty().then_some(())
     })
     .await;
     // A new Cluster of the same name rents for its own claims only.
@@ -414,18 +379,7 @@ async fn a_claim_is_written_once_per_step_of_its_own() {
         .await
         .unwrap();
     testkit::wait_gone(&claims(client), "worker-a").await;
-    let mut last = serde_json::Value::Null;
-    let mut phases: Vec<String> = Vec::new();
-    for entry in env.server.history() {
-        if entry.name != "worker-a" || !entry.resource.ends_with("/nodeclaims") {
-            continue;
-        }
-        let status = entry.object()["status"].clone();
-        if status != last && !status.is_null() {
-            phases.push(status["phase"].as_str().unwrap_or("none").to_owned());
-            last = status;
-        }
-    }
+    let mut phases = testkit::status_writes(&env.server.history(), "/nodeclaims", "worker-a");
     // A node may join in a pass after its machine is Deployed: one write more.
     phases.retain(|p| p != "Deployed");
     assert_eq!(

@@ -6,41 +6,18 @@
 
 mod nodeclaim_e2e_support;
 
-use api::{Cluster, ClusterSpec, ComputeContractPhase, NodeClaim, NodeClaimPhase, Receipt};
+use api::{ComputeContractPhase, NodeClaim, NodeClaimPhase, Receipt};
 use controllers::nodeclaim::conditions::{DEPLOYED, INFRA_COMPOSED, reason};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use market::Market as _;
 use nodeclaim_e2e_support::*;
-use serde_json::json;
 
 /// Tenant B's Cluster `b1` (its own account), ready with an endpoint.
 async fn tenant_b_cluster(env: &Env) {
-    let clusters: Api<Cluster> = Api::namespaced(env.client.clone(), OTHER_NS);
-    let mut cluster = Cluster::new(
-        "b1",
-        ClusterSpec {
-            account: "did:plc:tenant-b".into(),
-            running: true,
-        },
-    );
-    cluster.metadata.namespace = Some(OTHER_NS.into());
-    clusters
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
-    clusters
-        .patch_status(
-            "b1",
-            &PatchParams::apply("test/cluster-runner").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-                "metadata": {"name": "b1"},
-                "status": {"phase": "Ready", "url": "https://b1.tenant-b.example:6443"},
-            })),
-        )
-        .await
-        .unwrap();
+    testkit::create_cluster(&env.client, OTHER_NS, "b1", "did:plc:tenant-b").await;
+    let url = "https://b1.tenant-b.example:6443";
+    testkit::set_cluster_ready(&env.client, OTHER_NS, "b1", url, None).await;
 }
 
 /// A claim in `namespace` of Cluster `cluster` that takes over `receipt`.
@@ -51,17 +28,8 @@ async fn adopting_claim(
     cluster: &str,
     receipt: &Receipt,
 ) -> NodeClaim {
-    let claim: NodeClaim = serde_json::from_value(json!({
-        "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "clusterName": cluster,
-            "resources": {"cpus": 2, "memory": 2048, "disk": 10, "network": 100},
-            "location": {"country": "DE"},
-            "adopt": receipt,
-        },
-    }))
-    .unwrap();
+    let mut claim = testkit::node_claim(namespace, name, cluster, 2);
+    claim.spec.adopt = Some(receipt.clone());
     Api::<NodeClaim>::namespaced(env.client.clone(), namespace)
         .create(&PostParams::default(), &claim)
         .await

@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use nodeclaim_e2e_support::*;
 use serde_json::json;
+use testkit::ListAll;
 
 #[tokio::test]
 async fn claim_recreated_is_a_new_entry() {
@@ -31,12 +32,7 @@ async fn claim_recreated_is_a_new_entry() {
         (phase_of(client, "worker-a").await == Some(NodeClaimPhase::Joined)).then_some(())
     })
     .await;
-    let status = claims(client)
-        .get("worker-a")
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = claim_status(client, "worker-a").await;
     assert_eq!(status.infra.unwrap().contract, new_entry);
     let old = contracts(client)
         .list(&ListParams::default().labels(&format!("{CONTRACT_LABEL}={old_entry}")))
@@ -62,14 +58,7 @@ async fn restart_mid_scale_up_keeps_one_entry_and_one_token_per_claim() {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), CONTRACT_NS);
     // Kill the manager as soon as the join Secrets exist, before the nodes run.
     eventually("join Secrets written", || async {
-        (secrets
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len()
-            == 2)
-            .then_some(())
+        (secrets.list_all().await.len() == 2).then_some(())
     })
     .await;
     env.kill_manager();
@@ -81,7 +70,7 @@ async fn restart_mid_scale_up_keeps_one_entry_and_one_token_per_claim() {
         t.sort();
         t
     };
-    let before = tokens(secrets.list(&ListParams::default()).await.unwrap().items);
+    let before = tokens(secrets.list_all().await);
     env.start_manager();
     for name in ["worker-a", "worker-b"] {
         eventually(&format!("{name} Joined after the restart"), || {
@@ -92,25 +81,12 @@ async fn restart_mid_scale_up_keeps_one_entry_and_one_token_per_claim() {
         })
         .await;
     }
-    let after = tokens(secrets.list(&ListParams::default()).await.unwrap().items);
+    let after = tokens(secrets.list_all().await);
     assert_eq!(before, after, "a restart keeps every grant token");
     let infras: Api<Infra> = Api::namespaced(client.clone(), CONTRACT_NS);
+    assert_eq!(infras.list_all().await.len(), 1);
     assert_eq!(
-        infras
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
-    assert_eq!(
-        contracts(&client)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
+        contracts(&client).list_all().await.len(),
         2,
         "no duplicate contract"
     );

@@ -65,8 +65,7 @@ async fn a_failed_claim_rents_no_second_machine_when_the_cache_lags() {
     })
     .await;
     let client = &env.client;
-    create_cluster(client, "c1", true).await;
-    create_cluster(client, "no-url", false).await;
+    ready_and_unready_clusters(client).await;
     let claim = claim_with_join_grace(&env, "never-joins", 1).await;
     let entry = entry_name(&claim.uid().unwrap());
     let contract = compute_contract_name(&infra_name(NS, "c1"), &entry);
@@ -108,12 +107,7 @@ async fn a_failed_claim_rents_no_second_machine_when_the_cache_lags() {
         })
         .count();
     assert_eq!(created, 1, "one machine rented for the failed claim");
-    let status = claims(client)
-        .get("never-joins")
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = claim_status(client, "never-joins").await;
     assert_eq!(status.phase, Some(NodeClaimPhase::Failed));
 }
 
@@ -128,8 +122,7 @@ async fn time_to_deployed_is_observed_once_per_claim_when_the_cache_lags() {
     })
     .await;
     let client = &env.client;
-    create_cluster(client, "c1", true).await;
-    create_cluster(client, "no-url", false).await;
+    ready_and_unready_clusters(client).await;
     let names = ["worker-a", "worker-b", "worker-c"];
     for name in names {
         create_claim(client, name, "c1", 2).await;
@@ -177,4 +170,10 @@ fn sample(text: &str, name: &str) -> Option<f64> {
         let (key, value) = line.split_once(' ')?;
         (key == name).then(|| value.trim().parse().ok())?
     })
+}
+
+/// The Cluster `c1`, ready with an endpoint, and `no-url`, which reports none.
+async fn ready_and_unready_clusters(client: &kube::Client) {
+    create_cluster(client, "c1", true).await;
+    create_cluster(client, "no-url", false).await;
 }

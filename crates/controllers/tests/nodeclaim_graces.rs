@@ -20,18 +20,10 @@ use nodeclaim_support::*;
 fn phases_follow_the_contract_to_joined() {
     let mut w = two_claims();
     w.settle(start());
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Bidding,
-        None,
-    );
+    w.set_contract_phase("worker-a", ComputeContractPhase::Bidding, None);
     w.reconcile(start());
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Requesting));
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(None),
-    );
+    w.set_contract_phase("worker-a", ComputeContractPhase::Deployed, guest(None));
     let plan = w.reconcile(start() + Duration::seconds(10));
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Deployed));
     assert!(cond(&w, "worker-a", DEPLOYED).is_true());
@@ -48,8 +40,8 @@ fn phases_follow_the_contract_to_joined() {
         .grant_expires_at
         .clone();
     assert_eq!(grant, Some(to_time(start() + Duration::seconds(910))));
-    set_phase(
-        w.contract_of("worker-a"),
+    w.set_contract_phase(
+        "worker-a",
         ComputeContractPhase::Deployed,
         guest(Some("node-7")),
     );
@@ -74,14 +66,7 @@ fn phases_follow_the_contract_to_joined() {
 
 #[test]
 fn join_grace_fires_exactly_at_the_deadline() {
-    let clock = ManualClock::new(start().into());
-    let mut w = two_claims();
-    w.settle(time::now(&clock));
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(None),
-    );
+    let (clock, mut w) = worker_a_deployed_without_a_node();
     let plan = w.reconcile(time::now(&clock));
     let deadline = start() + Duration::seconds(900);
     assert_eq!(plan.requeue_at, Some(deadline));
@@ -125,19 +110,15 @@ fn loss_grace_fires_exactly_at_the_deadline_and_a_return_resets_it() {
     let clock = ManualClock::new(start().into());
     let mut w = two_claims();
     w.settle(time::now(&clock));
-    set_phase(
-        w.contract_of("worker-a"),
+    w.set_contract_phase(
+        "worker-a",
         ComputeContractPhase::Deployed,
         guest(Some("n1")),
     );
     w.reconcile(time::now(&clock));
     clock.advance(std::time::Duration::from_secs(100));
     // Lost, then back before the grace runs out.
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Accepted,
-        None,
-    );
+    w.set_contract_phase("worker-a", ComputeContractPhase::Accepted, None);
     let plan = w.reconcile(time::now(&clock));
     assert_eq!(
         cond(&w, "worker-a", DEPLOYED).reason,
@@ -148,8 +129,8 @@ fn loss_grace_fires_exactly_at_the_deadline_and_a_return_resets_it() {
         Some(time::now(&clock) + Duration::seconds(300))
     );
     clock.advance(std::time::Duration::from_secs(299));
-    set_phase(
-        w.contract_of("worker-a"),
+    w.set_contract_phase(
+        "worker-a",
         ComputeContractPhase::Deployed,
         guest(Some("n1")),
     );
@@ -158,11 +139,7 @@ fn loss_grace_fires_exactly_at_the_deadline_and_a_return_resets_it() {
     // Lost again: a fresh grace from this instant.
     clock.advance(std::time::Duration::from_secs(10));
     let lost_at = time::now(&clock);
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        None,
-    );
+    w.set_contract_phase("worker-a", ComputeContractPhase::Deployed, None);
     w.reconcile(time::now(&clock));
     clock.advance(std::time::Duration::from_secs(299));
     let plan = w.reconcile(time::now(&clock));
@@ -179,11 +156,7 @@ fn loss_grace_fires_exactly_at_the_deadline_and_a_return_resets_it() {
 fn a_failed_contract_fails_the_claim_at_once_and_drops_its_entry() {
     let mut w = two_claims();
     w.settle(start());
-    set_phase(
-        w.contract_of("worker-b"),
-        ComputeContractPhase::Failed,
-        None,
-    );
+    w.set_contract_phase("worker-b", ComputeContractPhase::Failed, None);
     w.contract_of("worker-b").status.as_mut().unwrap().message = Some("no bid came".into());
     let plan = w.reconcile(start() + Duration::seconds(1));
     assert_eq!(phase(&w, "worker-b"), Some(NodeClaimPhase::Failed));
@@ -196,14 +169,7 @@ fn a_failed_contract_fails_the_claim_at_once_and_drops_its_entry() {
 
 #[test]
 fn a_failed_claims_deployed_condition_follows_its_machine_out() {
-    let clock = ManualClock::new(start().into());
-    let mut w = two_claims();
-    w.settle(time::now(&clock));
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(None),
-    );
+    let (clock, mut w) = worker_a_deployed_without_a_node();
     w.reconcile(time::now(&clock));
     clock.advance(std::time::Duration::from_secs(900));
     w.reconcile(time::now(&clock));
@@ -213,11 +179,7 @@ fn a_failed_claims_deployed_condition_follows_its_machine_out() {
         "the machine still runs until it is released"
     );
 
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Releasing,
-        guest(None),
-    );
+    w.set_contract_phase("worker-a", ComputeContractPhase::Releasing, guest(None));
     w.reconcile(time::now(&clock));
     assert_eq!(cond(&w, "worker-a", DEPLOYED).reason, reason::RELEASING);
     assert!(!cond(&w, "worker-a", DEPLOYED).is_true());
@@ -267,11 +229,7 @@ fn a_contract_that_retries_after_no_bids_keeps_its_claim_requesting() {
     );
 
     // A bid came on the retry: the claim goes on as usual.
-    set_phase(
-        w.contract_of("worker-a"),
-        ComputeContractPhase::Deployed,
-        guest(None),
-    );
+    w.set_contract_phase("worker-a", ComputeContractPhase::Deployed, guest(None));
     w.contract_of("worker-a")
         .status
         .as_mut()
@@ -279,4 +237,14 @@ fn a_contract_that_retries_after_no_bids_keeps_its_claim_requesting() {
         .next_attempt_at = None;
     w.reconcile(start() + Duration::seconds(6));
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Deployed));
+}
+
+/// Two settled claims on a manual clock at [`start`], worker-a's machine
+/// Deployed and its node not yet registered.
+fn worker_a_deployed_without_a_node() -> (ManualClock, World) {
+    let clock = ManualClock::new(start().into());
+    let mut w = two_claims();
+    w.settle(time::now(&clock));
+    w.set_contract_phase("worker-a", ComputeContractPhase::Deployed, guest(None));
+    (clock, w)
 }

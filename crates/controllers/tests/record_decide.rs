@@ -108,6 +108,11 @@ fn deleting(mut record: AtprotoRecord) -> AtprotoRecord {
     record
 }
 
+/// What `decide` calls for on these observations.
+fn call_for(record: &AtprotoRecord, infra: Option<&Infra>, contracts_left: usize) -> Call {
+    decide(&observe(record, infra, contracts_left)).call
+}
+
 fn observe<'a>(
     record: &'a AtprotoRecord,
     infra: Option<&'a Infra>,
@@ -176,7 +181,7 @@ fn a_private_change_writes_nothing() {
             name: "join-node-a".into(),
         },
     });
-    assert_eq!(decide(&observe(&record, Some(&infra), 1)).call, Call::None);
+    assert_eq!(call_for(&record, Some(&infra), 1), Call::None);
 }
 
 #[test]
@@ -185,7 +190,7 @@ fn a_failed_write_is_tried_again() {
     let mut record = published(record_of(&infra, DeletionPolicy::Delete), &infra);
     record.status.as_mut().unwrap().phase = Some(AtprotoRecordPhase::Failed);
     assert!(matches!(
-        decide(&observe(&record, Some(&infra), 1)).call,
+        call_for(&record, Some(&infra), 1),
         Call::Publish { .. }
     ));
 }
@@ -195,10 +200,7 @@ fn without_the_finalizer_nothing_is_published() {
     let infra = infra(Some(true));
     let mut record = record_of(&infra, DeletionPolicy::Delete);
     record.metadata.finalizers = None;
-    assert_eq!(
-        decide(&observe(&record, Some(&infra), 0)).call,
-        Call::AddFinalizer
-    );
+    assert_eq!(call_for(&record, Some(&infra), 0), Call::AddFinalizer);
 }
 
 #[test]
@@ -236,26 +238,20 @@ fn delete_waits_for_the_releases_of_a_deleting_infra() {
     assert_eq!(ready.reason, reason::WAITING_FOR_RELEASES);
     // Contracts the Infra's status still lists, though the cache shows none.
     let listed = deleting_infra(infra.clone(), 1);
-    assert_eq!(decide(&observe(&record, Some(&listed), 0)).call, Call::None);
+    assert_eq!(call_for(&record, Some(&listed), 0), Call::None);
     // Infra gone, contracts still cached (the garbage collector's foreground deletion).
-    assert_eq!(decide(&observe(&record, None, 1)).call, Call::None);
+    assert_eq!(call_for(&record, None, 1), Call::None);
     // Every contract gone.
     let done = deleting_infra(infra, 0);
-    assert_eq!(
-        decide(&observe(&record, Some(&done), 0)).call,
-        Call::DeleteRecord
-    );
-    assert_eq!(decide(&observe(&record, None, 0)).call, Call::DeleteRecord);
+    assert_eq!(call_for(&record, Some(&done), 0), Call::DeleteRecord);
+    assert_eq!(call_for(&record, None, 0), Call::DeleteRecord);
 }
 
 #[test]
 fn delete_of_a_live_infras_object_deletes_at_once() {
     let infra = infra(Some(true));
     let record = deleting(published(record_of(&infra, DeletionPolicy::Delete), &infra));
-    assert_eq!(
-        decide(&observe(&record, Some(&infra), 3)).call,
-        Call::DeleteRecord
-    );
+    assert_eq!(call_for(&record, Some(&infra), 3), Call::DeleteRecord);
 }
 
 #[test]
@@ -263,7 +259,7 @@ fn nothing_written_nothing_to_delete() {
     let infra = deleting_infra(infra(Some(true)), 0);
     let record = deleting(record_of(&infra, DeletionPolicy::Delete));
     assert_eq!(
-        decide(&observe(&record, Some(&infra), 0)).call,
+        call_for(&record, Some(&infra), 0),
         Call::LetGo { kept: false }
     );
     // Once the repository is recorded a putRecord may have happened: delete.
@@ -272,10 +268,7 @@ fn nothing_written_nothing_to_delete() {
         repository: Some("did:plc:requester".into()),
         ..AtprotoRecordStatus::default()
     });
-    assert_eq!(
-        decide(&observe(&tried, Some(&infra), 0)).call,
-        Call::DeleteRecord
-    );
+    assert_eq!(call_for(&tried, Some(&infra), 0), Call::DeleteRecord);
 }
 
 #[test]
@@ -283,7 +276,7 @@ fn without_our_finalizer_a_deleting_object_is_left_alone() {
     let infra = infra(Some(true));
     let mut record = deleting(published(record_of(&infra, DeletionPolicy::Delete), &infra));
     record.metadata.finalizers = Some(vec!["someone.else/keep".into()]);
-    assert_eq!(decide(&observe(&record, Some(&infra), 0)).call, Call::None);
+    assert_eq!(call_for(&record, Some(&infra), 0), Call::None);
 }
 
 // ---- the Infra controller's part ----

@@ -13,8 +13,10 @@ use api::{
 };
 use apiserver::store::ChangeType;
 use kube::api::{Api, DeleteParams};
-use record_support::{APP_PASSWORD, INFRA, MARKER, NS, World, eventually, record_gone, wait_gone};
+use record_support::{APP_PASSWORD, INFRA, MARKER, NS, World, eventually, record_gone};
 use serde_json::json;
+use testkit::kubectl::{headers, kubectl_ok, table};
+use testkit::wait_gone;
 
 fn contracts(world: &World) -> Api<ComputeContract> {
     Api::namespaced(world.client.clone(), NS)
@@ -169,12 +171,7 @@ async fn unbinding_keeps_the_record_and_says_so() {
     assert_eq!(world.published().len(), 1);
 
     // Deleting the Infra now deletes it.
-    world
-        .infras()
-        .delete(INFRA, &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_gone(&world.infras(), INFRA).await;
+    testkit::delete_and_wait(&world.infras(), INFRA).await;
     assert_eq!(world.stored(&uri), None);
 }
 
@@ -224,13 +221,7 @@ async fn failures_are_said_and_fixing_them_publishes() {
 /// `kubectl get atprotorecords` shows the URI and the phase.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_atprotorecords_shows_the_uri_and_phase() {
-    let kubectl = std::path::Path::new("/usr/bin/kubectl");
-    if !kubectl.exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "kubectl is missing at /usr/bin/kubectl and CI=true"
-        );
-        eprintln!("skipped: no kubectl at /usr/bin/kubectl");
+    if !testkit::kubectl::kubectl_required() {
         return;
     }
     let mut world = World::new().await;
@@ -239,35 +230,17 @@ async fn kubectl_get_atprotorecords_shows_the_uri_and_phase() {
     let record = world.wait_published().await;
     let uri = record.status.unwrap().uri.unwrap();
 
-    let cache = tempfile::tempdir().unwrap();
-    let output = tokio::process::Command::new(kubectl)
-        .arg("--kubeconfig")
-        .arg(world.server.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args([
-            "get",
-            "atprotorecords",
-            "-n",
-            NS,
-            "-l",
-            &format!("{INFRA_NAME_LABEL}={INFRA}"),
-        ])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "kubectl failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
+    let selector = format!("{INFRA_NAME_LABEL}={INFRA}");
+    let out = kubectl_ok(
+        &world.server,
+        &["get", "atprotorecords", "-n", NS, "-l", &selector],
     );
-    let lines: Vec<Vec<&str>> = stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    assert_eq!(lines[0], ["NAME", "INFRA", "PHASE", "URI", "AGE"]);
-    assert_eq!(lines[1][..4], [INFRA, INFRA, "Published", uri.as_str()]);
+    assert_eq!(headers(&out), ["NAME", "INFRA", "PHASE", "URI", "AGE"]);
+    let row = &table(&out)[0];
+    assert_eq!(
+        [&row["NAME"], &row["INFRA"], &row["PHASE"], &row["URI"]],
+        [INFRA, INFRA, "Published", uri.as_str()]
+    );
 }
 
 /// The garbage collector's foreground deletion deletes the AtprotoRecord

@@ -17,8 +17,7 @@ use std::path::Path;
 use api::{DECLARATION_COLLECTION, declaration, declaration_record};
 use atproto::{AtUri, Secret, XrpcClient, xrpc};
 use atproto_fake::FakeNetwork;
-use kube::api::DeleteParams;
-use record_support::{HANDLE, INFRA, World, wait_gone};
+use record_support::{HANDLE, INFRA, World};
 use serde_json::{Value, json};
 
 const LEXICON: &str = include_str!("../../../lexicons/computer/socialweb/infra/declaration.json");
@@ -112,12 +111,7 @@ async fn a_record_lives_and_dies_on_blueskys_pds() {
         .unwrap();
     assert_eq!(page.records.len(), 1, "one record, replaced in place");
 
-    world
-        .infras()
-        .delete(INFRA, &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_gone(&world.infras(), INFRA).await;
+    testkit::delete_and_wait(&world.infras(), INFRA).await;
     let gone = reader.get_record(&uri).await.unwrap_err();
     assert!(
         matches!(gone, atproto::Error::RecordNotFound { .. }),

@@ -13,8 +13,9 @@ use std::time::Duration;
 use api::{DeletionPolicy, declaration, declaration_record};
 use atproto_fake::{Fault, Service};
 use kube::api::DeleteParams;
-use record_support::{INFRA, World, eventually, record_gone, wait_gone};
+use record_support::{INFRA, World, eventually, record_gone};
 use serde_json::json;
+use testkit::wait_gone;
 
 const PUT: &str = "com.atproto.repo.putRecord";
 const DELETE: &str = "com.atproto.repo.deleteRecord";

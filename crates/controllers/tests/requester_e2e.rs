@@ -14,16 +14,14 @@ use requester_support::*;
 
 #[tokio::test]
 async fn a_contract_is_rented_deployed_and_the_receipt_recorded_twice() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
+    let (env, controller) = Env::running().await;
     env.create_requester(
         "root",
         vec![bidder("did:web:cheap", 5), bidder("did:web:dear", 9)],
         1,
     )
     .await;
-    env.create_contract("c1", 3600).await;
-    let c = env.wait_phase("c1", Phase::Deployed).await;
+    let c = env.create_deployed("c1", 3600).await;
     let status = c.status.clone().unwrap();
     let winner = status.winner.unwrap();
     assert_eq!((winner.bidder.as_str(), winner.cost), ("did:web:cheap", 5));
@@ -75,8 +73,7 @@ async fn a_contract_is_rented_deployed_and_the_receipt_recorded_twice() {
 
 #[tokio::test]
 async fn a_bidder_that_cannot_boot_fails_the_contract_and_its_guest_is_released() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
+    let (env, controller) = Env::running().await;
     let mut broken = bidder("did:web:broken", 3);
     broken.failure_rate = 1000;
     env.create_requester("root", vec![broken], 1).await;
@@ -120,8 +117,7 @@ async fn a_bidder_that_cannot_boot_fails_the_contract_and_its_guest_is_released(
 
 #[tokio::test]
 async fn no_bids_fails_and_recovers_when_a_bidder_appears() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
+    let (env, controller) = Env::running().await;
     env.create_requester("root", vec![], 1).await;
     // A market nobody bids on is not ready, and says why.
     env.wait_until(
@@ -165,12 +161,8 @@ async fn no_bids_fails_and_recovers_when_a_bidder_appears() {
 
 #[tokio::test]
 async fn release_is_sent_confirmed_and_the_finished_contract_expires() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
-    env.create_contract("c1", 1).await;
-    let deployed = env.wait_phase("c1", Phase::Deployed).await;
+    let (env, controller) = Env::running_with_root().await;
+    let deployed = env.create_deployed("c1", 1).await;
     let receipt = market_receipt(&deployed);
     let uid = deployed.uid().unwrap();
     env.release("c1").await;
@@ -216,17 +208,9 @@ async fn release_is_sent_confirmed_and_the_finished_contract_expires() {
 
 #[tokio::test]
 async fn a_contract_without_a_requester_waits_and_says_so() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
+    let (env, controller) = Env::running().await;
     env.create_contract("c1", 3600).await;
-    let c = env
-        .wait_contract("c1", Duration::from_secs(5), |c| {
-            c.status.as_ref().is_some_and(|s| {
-                api::find_condition(&s.conditions, "Ready")
-                    .is_some_and(|r| r.reason == "NoRequester")
-            })
-        })
-        .await;
+    let c = env.wait_ready_reason("c1", "NoRequester").await;
     assert_eq!(phase_of(&c), Some(Phase::Pending));
     env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
         .await;
@@ -236,8 +220,7 @@ async fn a_contract_without_a_requester_waits_and_says_so() {
 
 #[tokio::test]
 async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
+    let (env, controller) = Env::running().await;
     // An hour's bid window holds c1 in flight (Bidding) until the test has
     // seen c2 wait: a one-second window (its start is cut to whole seconds)
     // can close before a busy machine has looked.
@@ -257,14 +240,7 @@ async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
     env.create_contract("c1", 3600).await;
     env.wait_phase("c1", Phase::Bidding).await;
     env.create_contract("c2", 3600).await;
-    let waiting = env
-        .wait_contract("c2", Duration::from_secs(5), |c| {
-            c.status.as_ref().is_some_and(|s| {
-                api::find_condition(&s.conditions, "Ready")
-                    .is_some_and(|r| r.reason == "MaxInFlight")
-            })
-        })
-        .await;
+    let waiting = env.wait_ready_reason("c2", "MaxInFlight").await;
     assert_eq!(phase_of(&waiting), Some(Phase::Pending));
     assert_eq!(env.market.rfps_published(&key("c2")), 0);
     // c1's window closes: it is Deployed, and its slot frees for c2.
@@ -278,10 +254,7 @@ async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
 /// count moves), never lost: the last contract of the burst is counted.
 #[tokio::test]
 async fn a_burst_of_contracts_ends_counted_in_the_requester_status() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, controller) = Env::running_with_root().await;
     for n in 0..6 {
         env.create_contract(&format!("c{n}"), 3600).await;
     }
@@ -299,8 +272,7 @@ async fn a_burst_of_contracts_ends_counted_in_the_requester_status() {
 
 #[tokio::test]
 async fn the_oldest_requester_runs_the_namespace_and_a_newer_one_says_so() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
+    let (env, controller) = Env::running().await;
     env.create_requester("first", vec![bidder("did:web:a", 5)], 1)
         .await;
     // Creation timestamps have whole-second precision: make "second" younger.
@@ -315,8 +287,7 @@ async fn the_oldest_requester_runs_the_namespace_and_a_newer_one_says_so() {
         })
     })
     .await;
-    env.create_contract("c1", 3600).await;
-    let c = env.wait_phase("c1", Phase::Deployed).await;
+    let c = env.create_deployed("c1", 3600).await;
     assert_eq!(
         c.status.unwrap().winner.unwrap().bidder,
         "did:web:a",
@@ -328,10 +299,7 @@ async fn the_oldest_requester_runs_the_namespace_and_a_newer_one_says_so() {
 #[tokio::test]
 async fn a_contract_with_adopt_takes_over_a_running_guest_without_bidding() {
     use market::Market as _;
-    let env = Env::start().await;
-    let controller = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, controller) = Env::running_with_root().await;
     // A guest rented outside this contract, straight on the market.
     let mut rfp = controllers::market_adapter::request_for(&{
         let mut c = api::ComputeContract::new("elsewhere", contract_spec(3600));
@@ -411,17 +379,13 @@ async fn a_requester_outside_the_contract_namespace_is_told_it_runs_nothing() {
         "no root finalizer on a Requester that runs nothing"
     );
     // It takes nothing from the Requester that runs the namespace.
-    env.create_contract("c1", 3600).await;
-    env.wait_phase("c1", Phase::Deployed).await;
+    env.create_deployed("c1", 3600).await;
     controller.abort();
 }
 
 #[tokio::test]
 async fn a_contract_made_by_hand_without_the_release_finalizer_is_not_rented() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, controller) = Env::running_with_root().await;
     let mut by_hand = api::ComputeContract::new("by-hand", contract_spec(3600));
     by_hand.metadata.namespace = Some(NS.to_owned());
     env.contracts()
@@ -454,8 +418,7 @@ async fn a_contract_made_by_hand_without_the_release_finalizer_is_not_rented() {
     .await;
     assert_eq!(env.market.running_guests(), 0);
     // One made with the finalizer is rented, ownerless or not.
-    env.create_contract("held", 3600).await;
-    env.wait_phase("held", Phase::Deployed).await;
+    env.create_deployed("held", 3600).await;
     controller.abort();
 }
 
@@ -466,26 +429,11 @@ async fn a_contract_made_by_hand_without_the_release_finalizer_is_not_rented() {
 /// reconcile from a stale cache from calling the market again.
 #[tokio::test]
 async fn a_contract_that_goes_well_is_written_once_per_step() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
-    env.create_contract("c1", 3600).await;
-    env.wait_phase("c1", Phase::Deployed).await;
+    let (env, controller) = Env::running_with_root().await;
+    env.create_deployed("c1", 3600).await;
     env.release("c1").await;
     env.wait_phase("c1", Phase::Released).await;
-    let mut last = serde_json::Value::Null;
-    let mut phases: Vec<String> = Vec::new();
-    for entry in env.server.history() {
-        if entry.name != "c1" || !entry.resource.ends_with("/computecontracts") {
-            continue;
-        }
-        let status = entry.object()["status"].clone();
-        if status != last {
-            phases.push(status["phase"].as_str().unwrap_or("none").to_owned());
-            last = status;
-        }
-    }
+    let mut phases = testkit::status_writes(&env.server.history(), "/computecontracts", "c1");
     // The local market may report a guest on the network before its node
     // registers: one Deployed write or two.
     phases.dedup_by(|later, earlier| later == "Deployed" && earlier == "Deployed");

@@ -14,8 +14,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn a_restart_in_the_middle_of_bidding_publishes_no_second_rfp() {
-    let env = Env::start().await;
-    let first = env.start_controller();
+    let (env, first) = Env::running().await;
     env.create_requester("root", vec![bidder("did:web:a", 5)], 2)
         .await;
     env.create_contract("c1", 3600).await;
@@ -42,12 +41,8 @@ async fn a_restart_in_the_middle_of_bidding_publishes_no_second_rfp() {
 
 #[tokio::test]
 async fn a_restart_in_the_middle_of_releasing_loses_no_release() {
-    let env = Env::start().await;
-    let first = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
-    env.create_contract("c1", 3600).await;
-    let deployed = env.wait_phase("c1", Phase::Deployed).await;
+    let (env, first) = Env::running_with_root().await;
+    let deployed = env.create_deployed("c1", 3600).await;
     let receipt = market_receipt(&deployed);
     env.market.fail_next(Operation::Release, 3);
     env.release("c1").await;
@@ -76,12 +71,8 @@ async fn a_restart_in_the_middle_of_releasing_loses_no_release() {
 
 #[tokio::test]
 async fn a_lost_status_is_rebuilt_from_the_receipt_annotation() {
-    let env = Env::start().await;
-    let first = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
-    env.create_contract("c1", 3600).await;
-    let deployed = env.wait_phase("c1", Phase::Deployed).await;
+    let (env, first) = Env::running_with_root().await;
+    let deployed = env.create_deployed("c1", 3600).await;
     first.abort();
     let _ = first.await;
     // A restore that drops status keeps metadata (and so the annotation).
@@ -106,10 +97,7 @@ async fn a_lost_status_is_rebuilt_from_the_receipt_annotation() {
 
 #[tokio::test]
 async fn deleting_the_requester_deletes_infras_first_releases_all_and_goes_last() {
-    let env = Env::start().await;
-    let controller = env.start_controller();
-    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
-        .await;
+    let (env, controller) = Env::running_with_root().await;
     let infras: Api<Infra> = Api::namespaced(env.client.clone(), NS);
     let bare: Infra = serde_json::from_value(json!({
         "apiVersion": "socialweb.computer/v1alpha1", "kind": "Infra",

@@ -6,6 +6,8 @@
 mod support;
 
 use std::time::Duration;
+use testkit::ListAll;
+use testkit::kubectl::{headers, kubectl_ok, table};
 
 use api::names::{
     CLUSTER_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL, JOIN_SECRET_TYPE, entry_name, infra_name,
@@ -13,9 +15,12 @@ use api::names::{
 use api::{ComputeContractPhase, NodeClaimPhase};
 use controllers::nodeclaim::conditions::{INFRA_COMPOSED, reason};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use market::ContractKey;
-use support::invariants::{assert_all, assert_cluster_gone, receipts_of};
+use support::invariants::{
+    assert_all, assert_cluster_gone, deleted_at, receipts_of, released_at,
+    released_before_the_infra_went,
+};
 use support::{CONTRACT_NS, Env, NS, OTHER_NS, URL, eventually};
 
 fn phase(c: &api::ComputeContract) -> Option<ComputeContractPhase> {
@@ -76,29 +81,6 @@ async fn scale_up_two() {
     assert_all(&env).await;
 }
 
-/// The resourceVersion of the first history entry that matches.
-fn first_rv(
-    history: &[apiserver::testing::HistoryEntry],
-    what: &str,
-    matches: impl Fn(&apiserver::testing::HistoryEntry) -> bool,
-) -> u64 {
-    history
-        .iter()
-        .find(|e| matches(e))
-        .map(|e| e.resource_version)
-        .unwrap_or_else(|| panic!("never happened: {what}"))
-}
-
-fn deleted(e: &apiserver::testing::HistoryEntry, resource: &str, name: &str) -> bool {
-    format!("{:?}", e.change) == "Deleted" && e.resource.ends_with(resource) && e.name == name
-}
-
-fn released(e: &apiserver::testing::HistoryEntry, name: &str) -> bool {
-    e.resource.ends_with("/computecontracts")
-        && e.name == name
-        && e.object()["status"]["phase"] == "Released"
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_down_one() {
     let env = Env::start().await;
@@ -106,11 +88,7 @@ async fn scale_down_one() {
     let contract_a = env.contract_of(&a).await.unwrap();
     let before_b = env.contract_of(&b).await.unwrap();
 
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.claims(NS), "worker-a").await;
+    testkit::delete_and_wait(&env.claims(NS), "worker-a").await;
     assert!(
         env.contract_of(&a).await.is_none(),
         "its contract is deleted"
@@ -126,14 +104,7 @@ async fn scale_down_one() {
     );
     let history = env.server.history();
     let name_a = contract_a.name_any();
-    assert!(
-        first_rv(&history, "released", |e| released(e, &name_a))
-            < first_rv(&history, "deleted", |e| deleted(
-                e,
-                "/computecontracts",
-                &name_a
-            ))
-    );
+    assert!(released_at(&history, &name_a) < deleted_at(&history, "/computecontracts", &name_a));
     let receipt = &receipts_of(&history, None)[&name_a];
     assert!(
         env.market.release_calls(receipt) >= 1,
@@ -157,11 +128,7 @@ async fn claim_recreated_is_a_new_entry() {
     let env = Env::start().await;
     let (cluster, a, _) = env.two_joined().await;
     let old = env.contract_of(&a).await.unwrap();
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.claims(NS), "worker-a").await;
+    testkit::delete_and_wait(&env.claims(NS), "worker-a").await;
     let again = env
         .create_claim(NS, "worker-a", "c1", 2, Some(&cluster))
         .await;
@@ -186,64 +153,31 @@ async fn claim_recreated_is_a_new_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_delete_releases_every_contract_first() {
     let env = Env::start().await;
-    let (_, a, b) = env.two_joined().await;
-    let names = [
-        env.contract_of(&a).await.unwrap().name_any(),
-        env.contract_of(&b).await.unwrap().name_any(),
-    ];
-    env.clusters(NS)
-        .delete("c1", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.clusters(NS), "c1").await;
+    let names = env.two_joined_contracts().await;
+    testkit::delete_and_wait(&env.clusters(NS), "c1").await;
     assert_cluster_gone(&env, NS, "c1").await;
     let history = env.server.history();
-    let infra = infra_name(NS, "c1");
-    let infra_gone = first_rv(&history, "Infra deleted", |e| deleted(e, "/infras", &infra));
+    let infra_gone = released_before_the_infra_went(&history, "c1", &names);
     for name in &names {
-        assert!(first_rv(&history, "released", |e| released(e, name)) < infra_gone);
-        assert!(
-            first_rv(&history, "contract deleted", |e| deleted(
-                e,
-                "/computecontracts",
-                name
-            )) < infra_gone
-        );
+        assert!(deleted_at(&history, "/computecontracts", name) < infra_gone);
     }
     assert_eq!(env.market.running_guests(), 0);
-    // No garbage collector here: the claims go when deleted.
-    for name in ["worker-a", "worker-b"] {
-        // The server's garbage collector may have taken them already (their owner is gone).
-        let _ = env.claims(NS).delete(name, &DeleteParams::default()).await;
-        env.wait_gone(&env.claims(NS), name).await;
-    }
+    env.delete_two_claims().await;
     assert_all(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn root_delete_order() {
     let env = Env::start().await;
-    let (_, a, b) = env.two_joined().await;
-    let names = [
-        env.contract_of(&a).await.unwrap().name_any(),
-        env.contract_of(&b).await.unwrap().name_any(),
-    ];
-    env.requesters()
-        .delete("root", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.requesters(), "root").await;
+    let names = env.two_joined_contracts().await;
+    testkit::delete_and_wait(&env.requesters(), "root").await;
     let history = env.server.history();
-    let root_gone = first_rv(&history, "Requester deleted", |e| {
-        deleted(e, "/requesters", "root")
-    });
+    let root_gone = deleted_at(&history, "/requesters", "root");
     let infra = infra_name(NS, "c1");
-    assert!(first_rv(&history, "Infra deleted", |e| deleted(e, "/infras", &infra)) < root_gone);
+    assert!(deleted_at(&history, "/infras", &infra) < root_gone);
     for name in &names {
-        let gone = first_rv(&history, "contract deleted", |e| {
-            deleted(e, "/computecontracts", name)
-        });
-        assert!(first_rv(&history, "released", |e| released(e, name)) < gone);
+        let gone = deleted_at(&history, "/computecontracts", name);
+        assert!(released_at(&history, name) < gone);
         assert!(gone < root_gone, "{name} went before the Requester");
     }
     for receipt in receipts_of(&history, None).values() {
@@ -265,11 +199,7 @@ async fn root_delete_order() {
 async fn root_delete_leaves_nothing_of_its_deployments() {
     let env = Env::start().await;
     env.two_joined().await;
-    env.requesters()
-        .delete("root", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.requesters(), "root").await;
+    testkit::delete_and_wait(&env.requesters(), "root").await;
     support::invariants::assert_quiet(&env).await;
     assert_cluster_gone(&env, NS, "c1").await;
 }
@@ -277,13 +207,7 @@ async fn root_delete_leaves_nothing_of_its_deployments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_mid_scale_up_and_mid_release() {
     let mut env = Env::start().await;
-    let cluster = env.create_cluster(NS, "c1", true).await;
-    let a = env
-        .create_claim(NS, "worker-a", "c1", 2, Some(&cluster))
-        .await;
-    let b = env
-        .create_claim(NS, "worker-b", "c1", 4, Some(&cluster))
-        .await;
+    let (_, a, b) = env.two_claims().await;
     eventually("a contract Bidding or Accepted", || async {
         let list = env.contracts().list(&ListParams::default()).await.unwrap();
         list.items
@@ -310,10 +234,7 @@ async fn restart_mid_scale_up_and_mid_release() {
     let contract_a = env.contract_of(&a).await.unwrap().name_any();
     // The first release fails, so the contract stays Releasing (retrying) long enough to kill it there.
     env.market.fail_next(market::Operation::Release, 1);
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
+    env.delete_claim("worker-a").await;
     eventually("worker-a's contract releasing", || async {
         let c = env.contracts().get_opt(&contract_a).await.unwrap()?;
         (c.spec.release && phase(&c) == Some(ComputeContractPhase::Releasing)).then_some(())
@@ -348,7 +269,7 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
     // than any machine has.
     for (name, cpus) in [("zero", 0), ("too-big", 5000)] {
         let claim: api::NodeClaim =
-            serde_json::from_value(Env::claim_json(NS, name, "c1", cpus)).unwrap();
+            serde_json::from_value(testkit::claim_json(NS, name, "c1", cpus)).unwrap();
         match env.claims(NS).create(&PostParams::default(), &claim).await {
             Err(kube::Error::Api(status)) => assert_eq!(status.code, 422, "{status:?}"),
             other => panic!("{cpus} CPUs accepted: {other:?}"),
@@ -356,7 +277,7 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
     }
     // A name that reaches into another namespace is refused or reported.
     let across: api::NodeClaim =
-        serde_json::from_value(Env::claim_json(OTHER_NS, "across", "tenant-a/c1", 2)).unwrap();
+        serde_json::from_value(testkit::claim_json(OTHER_NS, "across", "tenant-a/c1", 2)).unwrap();
     let across_created = match env
         .claims(OTHER_NS)
         .create(&PostParams::default(), &across)
@@ -370,7 +291,8 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
         Err(other) => panic!("{other}"),
     };
     // A duplicate name is refused and leaves the first claim alone.
-    let dup: api::NodeClaim = serde_json::from_value(Env::claim_json(NS, "good", "c2", 2)).unwrap();
+    let dup: api::NodeClaim =
+        serde_json::from_value(testkit::claim_json(NS, "good", "c2", 2)).unwrap();
     match env.claims(NS).create(&PostParams::default(), &dup).await {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 409, "{status:?}"),
         other => panic!("duplicate accepted: {other:?}"),
@@ -395,12 +317,7 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
         .await;
     }
     env.wait_joined(NS, &["good"]).await;
-    let all = env
-        .contracts()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let all = env.contracts().list_all().await;
     assert_eq!(all.len(), 1, "only the good claim rents a machine");
     assert_eq!(
         all[0].labels()[CONTRACT_LABEL],
@@ -421,13 +338,7 @@ async fn bad_input_is_reported_and_disturbs_nothing() {
 /// lists exactly that Cluster's Infra, with every printer column filled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_finds_a_clusters_infra_by_label() {
-    let kubectl = std::path::Path::new("/usr/bin/kubectl");
-    if !kubectl.exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "kubectl is missing at /usr/bin/kubectl and CI=true"
-        );
-        eprintln!("skipped: no kubectl at /usr/bin/kubectl");
+    if !testkit::kubectl::kubectl_required() {
         return;
     }
     let env = Env::start().await;
@@ -443,44 +354,31 @@ async fn kubectl_finds_a_clusters_infra_by_label() {
     })
     .await;
 
-    let cache = tempfile::tempdir().unwrap();
-    let output = tokio::process::Command::new(kubectl)
-        .arg("--kubeconfig")
-        .arg(env.server.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args(["get", "infra", "-A", "-l", &format!("{CLUSTER_LABEL}=c1")])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "kubectl failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines: Vec<Vec<&str>> = stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let selector = format!("{CLUSTER_LABEL}=c1");
+    let out = kubectl_ok(&env.server, &["get", "infra", "-A", "-l", &selector]);
     assert_eq!(
-        lines[0],
-        [
-            "NAMESPACE",
-            "NAME",
-            "CLUSTER",
-            "PHASE",
-            "CONTRACTS",
-            "READY",
-            "AGE"
-        ],
-        "{stdout}"
+        headers(&out).join(" "),
+        "NAMESPACE NAME CLUSTER PHASE CONTRACTS READY AGE",
+        "{out}"
     );
-    assert_eq!(lines.len(), 2, "exactly one Infra:\n{stdout}");
+    let rows = table(&out);
+    assert_eq!(rows.len(), 1, "exactly one Infra:\n{out}");
+    let row = &rows[0];
+    let columns = [
+        "NAMESPACE",
+        "NAME",
+        "CLUSTER",
+        "PHASE",
+        "CONTRACTS",
+        "READY",
+    ];
     assert_eq!(
-        lines[1][..6],
+        columns.map(|column| row[column].as_str()),
         [CONTRACT_NS, infra.as_str(), "c1", "Deployed", "2", "2"],
-        "{stdout}"
+        "{out}"
     );
-    assert!(!lines[1][6].contains("none"), "{stdout}");
+    assert!(
+        !row["AGE"].is_empty() && !row["AGE"].contains("none"),
+        "{out}"
+    );
 }

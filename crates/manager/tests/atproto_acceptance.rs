@@ -9,37 +9,16 @@
 mod support;
 
 use api::ComputeContractPhase;
-use api::names::infra_name;
 use kube::ResourceExt;
-use kube::api::DeleteParams;
 use support::atproto_market::three_bidders;
-use support::invariants::{assert_all, assert_cluster_gone, receipts_of};
+use support::invariants::{
+    assert_all, assert_cluster_gone, deleted_at, receipts_of, released, released_at,
+    released_before_the_infra_went,
+};
 use support::{Env, NS, eventually};
 
 fn phase(c: &api::ComputeContract) -> Option<ComputeContractPhase> {
     c.status.as_ref().and_then(|s| s.phase)
-}
-
-fn deleted(e: &apiserver::testing::HistoryEntry, resource: &str, name: &str) -> bool {
-    format!("{:?}", e.change) == "Deleted" && e.resource.ends_with(resource) && e.name == name
-}
-
-fn released(e: &apiserver::testing::HistoryEntry, name: &str) -> bool {
-    e.resource.ends_with("/computecontracts")
-        && e.name == name
-        && e.object()["status"]["phase"] == "Released"
-}
-
-fn first_rv(
-    history: &[apiserver::testing::HistoryEntry],
-    what: &str,
-    matches: impl Fn(&apiserver::testing::HistoryEntry) -> bool,
-) -> u64 {
-    history
-        .iter()
-        .find(|e| matches(e))
-        .map(|e| e.resource_version)
-        .unwrap_or_else(|| panic!("never happened: {what}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,7 +48,7 @@ async fn scale_up_two_rents_two_machines_over_the_market() {
     }
     assert_eq!(atproto.rfps(), 2, "one request for proposal per contract");
     assert_eq!(atproto.accepts(), 2, "one accept per contract");
-    let running: u64 = atproto.bidders().iter().map(|b| b.counters().running).sum();
+    let running: u64 = atproto.total(|c| c.running);
     assert_eq!(running, 2);
     let requester = env.requesters().get("root").await.unwrap();
     let ready = requester
@@ -90,20 +69,9 @@ async fn scale_down_one_stops_its_machine_and_keeps_the_other() {
     let (_, a, b) = env.two_joined().await;
     let name_a = env.contract_of(&a).await.unwrap().name_any();
     let before_b = env.contract_of(&b).await.unwrap();
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.claims(NS), "worker-a").await;
+    testkit::delete_and_wait(&env.claims(NS), "worker-a").await;
     let history = env.server.history();
-    assert!(
-        first_rv(&history, "released", |e| released(e, &name_a))
-            < first_rv(&history, "deleted", |e| deleted(
-                e,
-                "/computecontracts",
-                &name_a
-            ))
-    );
+    assert!(released_at(&history, &name_a) < deleted_at(&history, "/computecontracts", &name_a));
     let atproto = env.atproto_env();
     atproto.quiet().await;
     let receipts = receipts_of(&history, None);
@@ -133,34 +101,14 @@ async fn scale_down_one_stops_its_machine_and_keeps_the_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_delete_stops_every_machine_before_the_infra_goes() {
     let env = Env::start_atproto(&three_bidders()).await;
-    let (_, a, b) = env.two_joined().await;
-    let names = [
-        env.contract_of(&a).await.unwrap().name_any(),
-        env.contract_of(&b).await.unwrap().name_any(),
-    ];
-    env.clusters(NS)
-        .delete("c1", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.clusters(NS), "c1").await;
+    let names = env.two_joined_contracts().await;
+    testkit::delete_and_wait(&env.clusters(NS), "c1").await;
     env.atproto_env().quiet().await;
     assert_cluster_gone(&env, NS, "c1").await;
     let history = env.server.history();
-    let infra = infra_name(NS, "c1");
-    let infra_gone = first_rv(&history, "Infra deleted", |e| deleted(e, "/infras", &infra));
-    for name in &names {
-        assert!(first_rv(&history, "released", |e| released(e, name)) < infra_gone);
-    }
-    for name in ["worker-a", "worker-b"] {
-        let _ = env.claims(NS).delete(name, &DeleteParams::default()).await;
-        env.wait_gone(&env.claims(NS), name).await;
-    }
-    let running: u64 = env
-        .atproto_env()
-        .bidders()
-        .iter()
-        .map(|b| b.counters().running)
-        .sum();
+    released_before_the_infra_went(&history, "c1", &names);
+    env.delete_two_claims().await;
+    let running: u64 = env.atproto_env().total(|c| c.running);
     assert_eq!(running, 0, "no machine left running");
     assert_all(&env).await;
 }
@@ -168,26 +116,14 @@ async fn cluster_delete_stops_every_machine_before_the_infra_goes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn root_delete_order_releases_every_machine_before_the_requester_goes() {
     let env = Env::start_atproto(&three_bidders()).await;
-    let (_, a, b) = env.two_joined().await;
-    let names = [
-        env.contract_of(&a).await.unwrap().name_any(),
-        env.contract_of(&b).await.unwrap().name_any(),
-    ];
-    env.requesters()
-        .delete("root", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.requesters(), "root").await;
+    let names = env.two_joined_contracts().await;
+    testkit::delete_and_wait(&env.requesters(), "root").await;
     env.atproto_env().quiet().await;
     let history = env.server.history();
-    let root_gone = first_rv(&history, "Requester deleted", |e| {
-        deleted(e, "/requesters", "root")
-    });
+    let root_gone = deleted_at(&history, "/requesters", "root");
     for name in &names {
-        let gone = first_rv(&history, "contract deleted", |e| {
-            deleted(e, "/computecontracts", name)
-        });
-        assert!(first_rv(&history, "released", |e| released(e, name)) < gone);
+        let gone = deleted_at(&history, "/computecontracts", name);
+        assert!(released_at(&history, name) < gone);
         assert!(gone < root_gone, "{name} went before the Requester");
     }
     let atproto = env.atproto_env();
@@ -201,7 +137,7 @@ async fn root_delete_order_releases_every_machine_before_the_requester_goes() {
     support::invariants::published_at_most_once(&env, &history);
     support::invariants::assert_quiet(&env).await;
     eventually("no machine running", || async {
-        let running: u64 = atproto.bidders().iter().map(|b| b.counters().running).sum();
+        let running: u64 = atproto.total(|c| c.running);
         (running == 0).then_some(())
     })
     .await;

@@ -12,7 +12,7 @@ use atproto::market as m;
 use atproto_fake::{Fault, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::atproto_market::three_bidders;
 use support::invariants::{assert_all, receipts_of};
@@ -53,12 +53,7 @@ async fn a_restart_while_bidding_publishes_no_second_request() {
     let claim = one_claim(&env).await;
     eventually("the request published and bids in", || async {
         let contract = env.contract_of(&claim).await?;
-        let bids: u64 = env
-            .atproto_env()
-            .bidders()
-            .iter()
-            .map(|b| b.counters().bids)
-            .sum();
+        let bids: u64 = env.atproto_env().total(|c| c.bids);
         (phase(&contract) == Some(ComputeContractPhase::Bidding) && bids == 3).then_some(())
     })
     .await;
@@ -146,10 +141,7 @@ async fn a_release_written_but_unacknowledged_is_sent_again_after_a_restart() {
         Fault::internal(),
         None,
     );
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
+    env.delete_claim("worker-a").await;
     eventually("the release written and refused", || async {
         let contract = env.contracts().get_opt(&name).await.unwrap()?;
         let released = contract
@@ -179,22 +171,8 @@ async fn a_bidder_restart_keeps_its_guests_deployed_and_rents_on() {
     let env = Env::start_atproto(&three_bidders()).await;
     let (cluster, a, _) = env.two_joined().await;
     // The bidder that won worker-a (the cheapest, unless its bid came after the window).
-    let winner = env
-        .contract_of(&a)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .winner
-        .unwrap()
-        .bidder;
-    let restarted = env
-        .atproto_env()
-        .bidders()
-        .iter()
-        .find(|b| b.did() == winner)
-        .unwrap()
-        .clone();
+    let winner = env.winner_of(&a).await;
+    let restarted = env.atproto_env().bidder(&winner).clone();
     // The bidder forgets its contracts (the reference keeps them in memory);
     // its machines keep running and their events stay in its repository.
     restarted.restart();
@@ -210,11 +188,7 @@ async fn a_bidder_restart_keeps_its_guests_deployed_and_rents_on() {
     // the protocol has no confirmation, so the contract says Released and the
     // machine runs on (docs/atproto-market.md says so to operators).
     let name_a = env.contract_of(&a).await.unwrap().name_any();
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.claims(NS), "worker-a").await;
+    testkit::delete_and_wait(&env.claims(NS), "worker-a").await;
     env.atproto_env().quiet().await;
     let counters = restarted.counters();
     assert!(counters.deletes_ignored >= 1, "{counters:?}");
@@ -272,22 +246,12 @@ async fn a_release_lost_by_a_bidder_restart_is_reported_unconfirmed() {
     let contract = env.contract_of(&claim).await.unwrap();
     let name = contract.name_any();
     let winner = contract.status.unwrap().winner.unwrap().bidder;
-    let restarted = env
-        .atproto_env()
-        .bidders()
-        .iter()
-        .find(|b| b.did() == winner)
-        .unwrap()
-        .clone();
+    let restarted = env.atproto_env().bidder(&winner).clone();
     // As the reference's hono-bidder restarts: a new endpoint (a new ingress
     // per process), its offering rewritten to name it, the contracts forgotten.
     let old = restarted.url();
     let new = restarted.restart_on_new_endpoint().await.unwrap();
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.claims(NS), "worker-a").await;
+    testkit::delete_and_wait(&env.claims(NS), "worker-a").await;
     env.atproto_env().quiet().await;
 
     let history = env.server.history();
@@ -358,15 +322,7 @@ async fn events_pushed_while_no_manager_runs_are_read_after_the_restart() {
     assert_eq!(answer.status().as_u16(), 503);
     let body: serde_json::Value = answer.json().await.unwrap();
     assert_eq!(body["error"], "NotLeader");
-    let winner = env
-        .contract_of(&claim)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .winner
-        .unwrap()
-        .bidder;
+    let winner = env.winner_of(&claim).await;
     eventually(
         "the provider's events written (and pushed in vain)",
         || async {

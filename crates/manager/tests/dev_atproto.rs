@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams};
 use manager::dev::{self, DevArgs, DevMarket};
 use manager::shutdown::ShutdownArgs;
 use manager::wiring::ControllerOptions;
-use serde_json::json;
+use testkit::ListAll;
 use testkit::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,36 +51,12 @@ async fn a_dev_environment_on_the_fake_atproto_market_joins_a_claim() {
     .await;
 
     testkit::create_namespaces(&client, &["tenant-a"]).await;
-    let clusters: Api<api::Cluster> = Api::namespaced(client.clone(), "tenant-a");
-    clusters
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-                "metadata": {"name": "staging", "namespace": "tenant-a"},
-                "spec": {"account": "did:plc:tenant", "running": true},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    testkit::create_cluster(&client, "tenant-a", "staging", "did:plc:tenant").await;
     let claims: Api<NodeClaim> = Api::namespaced(client.clone(), "tenant-a");
-    claims
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
-                "metadata": {"name": "worker-1", "namespace": "tenant-a"},
-                "spec": {
-                    "clusterName": "staging",
-                    "resources": {"cpus": 2, "memory": 4096, "disk": 40, "network": 100},
-                    "location": {"country": "DE"},
-                },
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let mut claim = testkit::node_claim("tenant-a", "worker-1", "staging", 2);
+    claim.spec.resources.memory = 4096;
+    claim.spec.resources.disk = 40;
+    claims.create(&PostParams::default(), &claim).await.unwrap();
     eventually("worker-1 Joined", || async {
         let phase = claims.get("worker-1").await.ok()?.status?.phase;
         (phase == Some(NodeClaimPhase::Joined)).then_some(())
@@ -89,12 +65,7 @@ async fn a_dev_environment_on_the_fake_atproto_market_joins_a_claim() {
 
     let atproto = env.atproto.as_ref().unwrap();
     let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), namespace);
-    let contract = contracts
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .remove(0);
+    let contract = contracts.list_all().await.remove(0);
     let receipt = contract.status.unwrap().receipt.unwrap();
     let bidders: Vec<&str> = atproto.market.bidders.iter().map(|b| b.did()).collect();
     assert!(

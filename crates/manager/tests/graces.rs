@@ -25,7 +25,7 @@ use support::{CONTRACT_NS, Env, NS, eventually};
 
 /// A claim on `c1` with the given graces (seconds).
 async fn claim_with_graces(env: &Env, name: &str, join: u32, loss: u32) -> NodeClaim {
-    let mut body = Env::claim_json(NS, name, "c1", 2);
+    let mut body = testkit::claim_json(NS, name, "c1", 2);
     body["spec"]["joinGraceSeconds"] = json!(join);
     body["spec"]["lossGraceSeconds"] = json!(loss);
     let claim: NodeClaim = serde_json::from_value(body).unwrap();

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Value, json};
+use testkit::ListAll;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const NAMESPACE: &str = "socialweb-system";
@@ -198,10 +198,8 @@ async fn helm_installs_a_hardened_least_privilege_manager_and_uninstalls_it() {
     let client = server.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd_names: Vec<String> = crds
-        .list(&ListParams::default())
+        .list_all()
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter_map(|crd| crd.metadata.name)
         .collect();

@@ -18,11 +18,11 @@
 mod production_support;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kube::api::DeleteParams;
 use market::{ContractKey, LocalMarket, LocalMarketConfig};
-use production_support::process::{ManagerProcess, SHUTDOWN_DEADLINE};
+use production_support::process::ManagerProcess;
 use production_support::{LEASE_DURATION, LEASE_RENEW, NS, Replica, World, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,22 +214,16 @@ async fn sigterm_mid_scale_up_exits_zero_and_the_next_process_finishes() {
     }
     assert_eq!(joined, 0, "the scale-up finished before SIGTERM");
 
-    first.sigterm();
-    let status = first
-        .wait_exit(SHUTDOWN_DEADLINE + Duration::from_secs(3))
-        .await
-        .expect("the process exits within its shutdown deadline");
-    assert!(status.success(), "exit status {status}");
+    first
+        .stop_gracefully("the process exits within its shutdown deadline")
+        .await;
     assert_eq!(world.lease_holder().await, None, "released on SIGTERM");
 
     let mut second = ManagerProcess::spawn(kubeconfig, "process-2");
     world.wait_joined(&claims).await;
-    second.sigterm();
-    let status = second
-        .wait_exit(SHUTDOWN_DEADLINE + Duration::from_secs(3))
-        .await
-        .expect("the second process exits within its shutdown deadline");
-    assert!(status.success(), "exit status {status}");
+    second
+        .stop_gracefully("the second process exits within its shutdown deadline")
+        .await;
 
     // Both processes used the market through its state directory.
     let market = LocalMarket::new(

@@ -326,26 +326,14 @@ async fn run_scenario() -> Vec<apiserver::audit::RequestRecord> {
     ));
 
     env.two_joined().await;
-    env.claims(NS)
-        .delete("worker-a", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.claims(NS), "worker-a").await;
-    env.clusters(NS)
-        .delete("c1", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.clusters(NS), "c1").await;
+    testkit::delete_and_wait(&env.claims(NS), "worker-a").await;
+    testkit::delete_and_wait(&env.clusters(NS), "c1").await;
     let _ = env
         .claims(NS)
         .delete("worker-b", &DeleteParams::default())
         .await;
     env.wait_gone(&env.claims(NS), "worker-b").await;
-    env.requesters()
-        .delete("root", &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_gone(&env.requesters(), "root").await;
+    testkit::delete_and_wait(&env.requesters(), "root").await;
 
     shutdown.trigger();
     tokio::time::timeout(Duration::from_secs(10), manager)

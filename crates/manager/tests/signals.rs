@@ -7,7 +7,6 @@
 //! exit, so an exit that only came from the deadline fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -49,8 +48,8 @@ impl Manager {
         let mut child = command.spawn().expect("spawn the manager binary");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let readers = vec![
-            read_lines(child.stdout.take().unwrap(), &lines),
-            read_lines(child.stderr.take().unwrap(), &lines),
+            testkit::read_lines(child.stdout.take().unwrap(), &lines),
+            testkit::read_lines(child.stderr.take().unwrap(), &lines),
         ];
         Self {
             child,
@@ -117,19 +116,6 @@ impl Drop for Manager {
             let _ = self.child.wait();
         }
     }
-}
-
-fn read_lines(
-    pipe: impl std::io::Read + Send + 'static,
-    lines: &Arc<Mutex<Vec<String>>>,
-) -> std::thread::JoinHandle<()> {
-    let lines = Arc::clone(lines);
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { return };
-            lines.lock().unwrap().push(line);
-        }
-    })
 }
 
 #[tokio::test]

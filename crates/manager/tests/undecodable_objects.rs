@@ -19,6 +19,7 @@ use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::{Client, Resource};
 use production_support::{CONTRACT_NS, NS, Replica, World, eventually};
 use serde_json::{Value, json};
+use testkit::ListAll;
 
 /// A number no u32 holds.
 const TOO_MANY_CPUS: u64 = 4_294_967_296;
@@ -179,12 +180,7 @@ async fn an_object_the_manager_cannot_decode_stops_no_other_tenant() {
     // list fails on the unreadable contract, which is the point of this test).
     let contracts = api_for::<api::ComputeContract>(&world.client, CONTRACT_NS);
     assert_eq!(
-        contracts
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
+        contracts.list_all().await.len(),
         3 + 1,
         "one contract per readable claim, and the unreadable one by hand"
     );

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use atproto::market as m;
 use atproto_fake::{BidderKnobs, Fault, Service};
-use atproto_support::{Harness, eventually, request, usd_hourly};
+use atproto_support::{Harness, eventually, first_bid, request, usd_hourly};
 use market::{GuestStatus, Market, ReleaseOutcome};
 
 const RESEND: Duration = Duration::from_secs(120);
@@ -49,9 +49,7 @@ async fn a_401_is_sent_again_at_once_but_a_500_only_after_the_resend_delay() {
     let market = h.market();
     let bidder = h.bidder(0);
 
-    let rfp = market.publish_rfp(request("c401")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
+    let (rfp, bid) = first_bid(&market, "c401").await;
     h.net
         .faults
         .once(Service::Bidder, m::SUBMIT_ACCEPT, Fault::unauthorized());
@@ -59,9 +57,7 @@ async fn a_401_is_sent_again_at_once_but_a_500_only_after_the_resend_delay() {
     market.accept(&rfp, &bid).await.unwrap();
     assert_eq!(bidder.counters().machines_started, 1);
 
-    let rfp = market.publish_rfp(request("c500")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
+    let (rfp, bid) = first_bid(&market, "c500").await;
     h.net
         .faults
         .once(Service::Bidder, m::SUBMIT_ACCEPT, Fault::internal());
@@ -81,9 +77,7 @@ async fn a_401_is_sent_again_at_once_but_a_500_only_after_the_resend_delay() {
 async fn a_lost_answer_to_submit_accept_never_starts_a_second_machine() {
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let market = h.market();
-    let rfp = market.publish_rfp(request("c")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
+    let (rfp, bid) = first_bid(&market, "c").await;
     h.net
         .faults
         .once(Service::Bidder, m::SUBMIT_ACCEPT, Fault::LoseAnswer);
@@ -98,9 +92,7 @@ async fn a_lost_answer_to_submit_accept_never_starts_a_second_machine() {
 async fn a_stalled_submit_accept_is_not_sent_again_while_its_receipt_can_appear() {
     let mut h = Harness::start(vec![usd_hourly(0.05)]).await;
     let bidding = h.market();
-    let rfp = bidding.publish_rfp(request("c")).await.unwrap();
-    bidding.settled().await;
-    let bid = bidding.collect_bids(&rfp).await.unwrap().remove(0);
+    let (rfp, bid) = first_bid(&bidding, "c").await;
     drop(bidding);
     // Only the accepting instance gives up early: the stall outlasts it.
     h.config.timeouts.call = Duration::from_secs(1);
@@ -195,11 +187,7 @@ async fn a_silent_provisioning_failure_is_failed_after_the_timeout_and_released(
         ..BidderKnobs::default()
     });
     let market = h.market();
-    let rfp = market.publish_rfp(request("c")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
-    let receipt = market.accept(&rfp, &bid).await.unwrap();
-    h.quiet().await;
+    let receipt = h.rent(&market, "c").await;
     assert_eq!(
         market.guest_status(&receipt).await.unwrap(),
         GuestStatus::Booting
@@ -225,11 +213,7 @@ async fn a_bidder_restart_loses_the_release_and_a_guest_reporting_again_says_so(
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let market = h.market();
     let bidder = h.bidder(0);
-    let rfp = market.publish_rfp(request("c")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
-    let receipt = market.accept(&rfp, &bid).await.unwrap();
-    h.quiet().await;
+    let receipt = h.rent(&market, "c").await;
     assert!(market.guest_status(&receipt).await.unwrap().is_on_network());
 
     bidder.restart();
@@ -278,11 +262,7 @@ async fn a_bidder_restarted_on_a_new_endpoint_makes_the_release_unconfirmed() {
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let market = h.market();
     let bidder = h.bidder(0);
-    let rfp = market.publish_rfp(request("c")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
-    let receipt = market.accept(&rfp, &bid).await.unwrap();
-    h.quiet().await;
+    let receipt = h.rent(&market, "c").await;
     let old = bidder.url();
 
     // As the reference's hono-bidder: a new ingress, so a new endpoint, per
@@ -374,9 +354,7 @@ async fn a_provider_still_provisioning_is_booting_until_the_timeout() {
         ..BidderKnobs::default()
     });
     let market = h.market();
-    let rfp = market.publish_rfp(request("c")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
+    let (rfp, bid) = first_bid(&market, "c").await;
     let receipt = market.accept(&rfp, &bid).await.unwrap();
     assert_eq!(
         market.guest_status(&receipt).await.unwrap(),

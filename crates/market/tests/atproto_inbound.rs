@@ -174,11 +174,7 @@ async fn submit_event_takes_a_providers_event_and_the_guest_is_deployed_by_it() 
     let alice = h.bidder(0).did().to_owned();
     let alice_key = h.net.pds.signing_key(&alice).unwrap();
     let market = h.market();
-    let rfp = market.publish_rfp(request("c")).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
-    let receipt = market.accept(&rfp, &bid).await.unwrap();
-    h.quiet().await;
+    let receipt = h.rent(&market, "c").await;
     let events = h.net.pds.records(&alice, m::EVENT);
     assert_eq!(
         events.len(),

@@ -11,17 +11,10 @@ use std::time::Duration;
 
 use atproto::market as m;
 use atproto_fake::{Fault, Service};
-use atproto_support::{Harness, eventually, request, usd_hourly};
-use market::{AtprotoMarket, Bid, Market, Receipt, ReleaseOutcome, RfpId};
+use atproto_support::{Harness, eventually, first_bid, request, usd_hourly};
+use market::{AtprotoMarket, Market, Receipt, ReleaseOutcome};
 
 const RESEND: Duration = Duration::from_secs(120);
-
-async fn bids(market: &AtprotoMarket, name: &str) -> (RfpId, Bid) {
-    let rfp = market.publish_rfp(request(name)).await.unwrap();
-    market.settled().await;
-    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
-    (rfp, bid)
-}
 
 /// Releases, checks the one machine stopped and the guest is gone.
 async fn release_and_check(h: &Harness, market: &AtprotoMarket, receipt: &Receipt) {
@@ -69,7 +62,7 @@ async fn after_the_rfp_is_written_but_not_sent() {
 async fn after_the_bids_are_received() {
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let first = h.market();
-    let (rfp, bid) = bids(&first, "c").await;
+    let (rfp, bid) = first_bid(&first, "c").await;
     drop(first);
 
     let market = h.market();
@@ -89,7 +82,7 @@ async fn after_the_bids_are_received() {
 async fn after_the_accept_is_written_but_not_sent() {
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let first = h.market();
-    let (rfp, bid) = bids(&first, "c").await;
+    let (rfp, bid) = first_bid(&first, "c").await;
     h.net
         .faults
         .once(Service::Bidder, m::SUBMIT_ACCEPT, Fault::unauthorized());
@@ -113,7 +106,7 @@ async fn after_the_accept_is_written_but_not_sent() {
 async fn after_submit_accept_is_processed_and_its_answer_lost() {
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let first = h.market();
-    let (rfp, bid) = bids(&first, "c").await;
+    let (rfp, bid) = first_bid(&first, "c").await;
     h.net
         .faults
         .once(Service::Bidder, m::SUBMIT_ACCEPT, Fault::LoseAnswer);
@@ -131,7 +124,7 @@ async fn after_submit_accept_is_processed_and_its_answer_lost() {
 async fn after_submit_accept_is_answered_late() {
     let mut h = Harness::start(vec![usd_hourly(0.05)]).await;
     let bidding = h.market();
-    let (rfp, bid) = bids(&bidding, "c").await;
+    let (rfp, bid) = first_bid(&bidding, "c").await;
     drop(bidding);
     // The process that accepts gives up before the bidder answers.
     h.config.timeouts.call = Duration::from_secs(1);
@@ -157,7 +150,7 @@ async fn after_submit_accept_is_answered_late() {
 async fn after_the_release_is_written_but_not_acknowledged() {
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let first = h.market();
-    let (rfp, bid) = bids(&first, "c").await;
+    let (rfp, bid) = first_bid(&first, "c").await;
     let receipt = first.accept(&rfp, &bid).await.unwrap();
     h.quiet().await;
     h.net
@@ -181,7 +174,7 @@ async fn after_the_release_is_written_but_not_acknowledged() {
 async fn after_the_release_is_acknowledged() {
     let h = Harness::start(vec![usd_hourly(0.05)]).await;
     let first = h.market();
-    let (rfp, bid) = bids(&first, "c").await;
+    let (rfp, bid) = first_bid(&first, "c").await;
     let receipt = first.accept(&rfp, &bid).await.unwrap();
     h.quiet().await;
     release_and_check(&h, &first, &receipt).await;

@@ -42,6 +42,11 @@ pub(super) fn apply_as(
     apply(live, config, manager, None, force, &TestSchema, now)
 }
 
+/// An unforced apply of `spec` by `manager` that succeeds.
+pub(super) fn applied(live: Option<&Value>, spec: Value, manager: &str, now: &str) -> Value {
+    apply_as(live, &object(spec), manager, false, now).unwrap()
+}
+
 pub(super) fn fields_of(object: &Value, manager: &str) -> Value {
     object["metadata"]["managedFields"]
         .as_array()
@@ -135,24 +140,10 @@ fn omitted_fields_are_removed() {
 
 #[test]
 fn fields_shared_with_another_manager_are_only_disowned() {
-    let live = apply_as(
-        None,
-        &object(json!({"replicas": 2, "paused": true})),
-        "a",
-        false,
-        T1,
-    )
-    .unwrap();
+    let live = applied(None, json!({"replicas": 2, "paused": true}), "a", T1);
     // b applies the same value: no conflict, shared ownership.
-    let live = apply_as(Some(&live), &object(json!({"replicas": 2})), "b", false, T2).unwrap();
-    let live = apply_as(
-        Some(&live),
-        &object(json!({"paused": true})),
-        "a",
-        false,
-        T3,
-    )
-    .unwrap();
+    let live = applied(Some(&live), json!({"replicas": 2}), "b", T2);
+    let live = applied(Some(&live), json!({"paused": true}), "a", T3);
     assert_eq!(live["spec"], json!({"replicas": 2, "paused": true}));
     assert_eq!(fields_of(&live, "a"), json!({"f:spec": {"f:paused": {}}}));
     assert_eq!(fields_of(&live, "b"), json!({"f:spec": {"f:replicas": {}}}));
@@ -160,14 +151,12 @@ fn fields_shared_with_another_manager_are_only_disowned() {
 
 #[test]
 fn changing_another_managers_field_conflicts_until_forced() {
-    let live = apply_as(
+    let live = applied(
         None,
-        &object(json!({"replicas": 2, "contracts": [{"name": "a", "resources": {"cpu": 1}}]})),
+        json!({"replicas": 2, "contracts": [{"name": "a", "resources": {"cpu": 1}}]}),
         "a",
-        false,
         T1,
-    )
-    .unwrap();
+    );
     let attempt =
         object(json!({"replicas": 3, "contracts": [{"name": "a", "resources": {"cpu": 2}}]}));
     let error = apply_as(Some(&live), &attempt, "b", false, T2).unwrap_err();
@@ -210,7 +199,7 @@ fn changing_another_managers_field_conflicts_until_forced() {
 
 #[test]
 fn single_conflict_message() {
-    let live = apply_as(None, &object(json!({"replicas": 2})), "a", false, T1).unwrap();
+    let live = applied(None, json!({"replicas": 2}), "a", T1);
     let error = apply_as(Some(&live), &object(json!({"replicas": 3})), "b", false, T2).unwrap_err();
     assert_eq!(
         error.to_string(),
@@ -227,48 +216,35 @@ fn single_conflict_message() {
 
 #[test]
 fn list_map_items_of_two_managers_both_stay() {
-    let live = apply_as(
+    let live = applied(
         None,
-        &object(json!({"contracts": [{"name": "a", "port": 1}]})),
+        json!({"contracts": [{"name": "a", "port": 1}]}),
         "a",
-        false,
         T1,
-    )
-    .unwrap();
-    let live = apply_as(
+    );
+    let live = applied(
         Some(&live),
-        &object(json!({"contracts": [{"name": "b", "port": 2}]})),
+        json!({"contracts": [{"name": "b", "port": 2}]}),
         "b",
-        false,
         T2,
-    )
-    .unwrap();
+    );
     assert_eq!(
         live["spec"]["contracts"],
         json!([{"name": "a", "port": 1}, {"name": "b", "port": 2}])
     );
     // a re-applies (changing its item); b's item stays.
-    let live = apply_as(
+    let live = applied(
         Some(&live),
-        &object(json!({"contracts": [{"name": "a", "port": 3}]})),
+        json!({"contracts": [{"name": "a", "port": 3}]}),
         "a",
-        false,
         T3,
-    )
-    .unwrap();
+    );
     assert_eq!(
         live["spec"]["contracts"],
         json!([{"name": "a", "port": 3}, {"name": "b", "port": 2}])
     );
     // a drops its item: gone, b's remains.
-    let live = apply_as(
-        Some(&live),
-        &object(json!({"contracts": []})),
-        "a",
-        false,
-        T3,
-    )
-    .unwrap();
+    let live = applied(Some(&live), json!({"contracts": []}), "a", T3);
     assert_eq!(live["spec"]["contracts"], json!([{"name": "b", "port": 2}]));
     assert_eq!(
         fields_of(&live, "a"),
@@ -279,7 +255,7 @@ fn list_map_items_of_two_managers_both_stay() {
 
 #[test]
 fn atomic_lists_are_replaced_whole_and_conflict() {
-    let live = apply_as(None, &object(json!({"list": [1, 2]})), "a", false, T1).unwrap();
+    let live = applied(None, json!({"list": [1, 2]}), "a", T1);
     let error = apply_as(Some(&live), &object(json!({"list": [3]})), "b", false, T2).unwrap_err();
     assert!(matches!(&error, ApplyError::Conflicts(c) if c[0].field == ".spec.list"));
     let forced = apply_as(Some(&live), &object(json!({"list": [3]})), "b", true, T2).unwrap();
@@ -289,17 +265,10 @@ fn atomic_lists_are_replaced_whole_and_conflict() {
 
 #[test]
 fn sets_merge_by_value() {
-    let live = apply_as(None, &object(json!({"tags": ["a", "b"]})), "a", false, T1).unwrap();
-    let live = apply_as(
-        Some(&live),
-        &object(json!({"tags": ["c", "b"]})),
-        "b",
-        false,
-        T2,
-    )
-    .unwrap();
+    let live = applied(None, json!({"tags": ["a", "b"]}), "a", T1);
+    let live = applied(Some(&live), json!({"tags": ["c", "b"]}), "b", T2);
     assert_eq!(live["spec"]["tags"], json!(["a", "c", "b"]));
-    let live = apply_as(Some(&live), &object(json!({"tags": []})), "a", false, T3).unwrap();
+    let live = applied(Some(&live), json!({"tags": []}), "a", T3);
     assert_eq!(live["spec"]["tags"], json!(["c", "b"]), "b still owns b");
 }
 
@@ -316,22 +285,8 @@ fn finalizers_merge_as_a_set_for_every_kind() {
 
 #[test]
 fn null_members_are_not_applied() {
-    let live = apply_as(
-        None,
-        &object(json!({"replicas": 2, "paused": true})),
-        "a",
-        false,
-        T1,
-    )
-    .unwrap();
-    let live = apply_as(
-        Some(&live),
-        &object(json!({"replicas": 2, "paused": null})),
-        "a",
-        false,
-        T2,
-    )
-    .unwrap();
+    let live = applied(None, json!({"replicas": 2, "paused": true}), "a", T1);
+    let live = applied(Some(&live), json!({"replicas": 2, "paused": null}), "a", T2);
     assert_eq!(live["spec"], json!({"replicas": 2}));
     assert_eq!(fields_of(&live, "a"), json!({"f:spec": {"f:replicas": {}}}));
 }
@@ -365,7 +320,7 @@ fn invalid_configurations() {
 
 #[test]
 fn status_applies_are_a_separate_entry() {
-    let live = apply_as(None, &object(json!({"replicas": 1})), "ctl", false, T1).unwrap();
+    let live = applied(None, json!({"replicas": 1}), "ctl", T1);
     let status = json!({"apiVersion": "x.io/v1", "kind": "Thing", "metadata": {"name": "a"}, "status": {"phase": "Ready"}});
     let live = apply(
         Some(&live),
@@ -384,14 +339,7 @@ fn status_applies_are_a_separate_entry() {
     assert_eq!(entries[1]["subresource"], "status");
     assert_eq!(entries[1]["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
     // The main apply omitting status does not prune the status apply's fields.
-    let live = apply_as(
-        Some(&live),
-        &object(json!({"replicas": 2})),
-        "ctl",
-        false,
-        T3,
-    )
-    .unwrap();
+    let live = applied(Some(&live), json!({"replicas": 2}), "ctl", T3);
     assert_eq!(live["status"], json!({"phase": "Ready"}));
 }
 
@@ -459,7 +407,7 @@ fn spec() -> impl Strategy<Value = Value> {
 proptest! {
     #[test]
     fn apply_is_idempotent_and_owns_exactly_the_config(first in spec(), second in spec(), other in spec()) {
-        let base = apply_as(None, &object(first), "a", false, T1).unwrap();
+        let base = applied(None, first, "a", T1);
         let base = apply_as(Some(&base), &object(other), "b", true, T2).unwrap();
         let config = object(second);
         let once = apply_as(Some(&base), &config, "a", true, T3).unwrap();
@@ -473,7 +421,7 @@ proptest! {
 
     #[test]
     fn applied_values_are_in_the_result(first in spec(), second in spec()) {
-        let base = apply_as(None, &object(first), "a", false, T1).unwrap();
+        let base = applied(None, first, "a", T1);
         let config = object(second.clone());
         let result = apply_as(Some(&base), &config, "b", true, T2).unwrap();
         for (name, value) in second.as_object().unwrap() {
@@ -541,7 +489,7 @@ fn server_managed_metadata_in_a_configuration_is_not_owned() {
 #[test]
 fn finalizer_json_patch_then_apply_keeps_the_finalizer() {
     // kube's finalizer helper adds its finalizer with a JSON patch (an Update write)...
-    let live = apply_as(None, &object(json!({"replicas": 1})), "ctl", false, T1).unwrap();
+    let live = applied(None, json!({"replicas": 1}), "ctl", T1);
     let mut patched = live.clone();
     crate::patch::json_patch(
         &mut patched,
@@ -564,13 +512,6 @@ fn finalizer_json_patch_then_apply_keeps_the_finalizer() {
         json!({"f:metadata": {"f:finalizers": {".": {}, "v:\"x.io/cleanup\"": {}}}})
     );
     // ...and the controller's next apply, which does not mention finalizers, keeps it.
-    let applied = apply_as(
-        Some(&patched),
-        &object(json!({"replicas": 2})),
-        "ctl",
-        false,
-        T3,
-    )
-    .unwrap();
+    let applied = applied(Some(&patched), json!({"replicas": 2}), "ctl", T3);
     assert_eq!(applied["metadata"]["finalizers"], json!(["x.io/cleanup"]));
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::tests::{T1, T2, T3, TestSchema, apply_as, fields_of, object};
+use super::tests::{T1, T2, T3, TestSchema, applied, apply_as, fields_of, object};
 use super::*;
 
 fn update_as(old: Option<&Value>, mut new: Value, manager: &str, now: &str) -> Value {
@@ -33,14 +33,7 @@ fn create_owns_everything_with_container_markers() {
 
 #[test]
 fn an_update_takes_changed_fields_from_other_managers() {
-    let live = apply_as(
-        None,
-        &object(json!({"replicas": 1, "paused": false})),
-        "ctl",
-        false,
-        T1,
-    )
-    .unwrap();
+    let live = applied(None, json!({"replicas": 1, "paused": false}), "ctl", T1);
     let mut new = live.clone();
     new["spec"]["replicas"] = json!(5);
     new["spec"]["extra"] = json!("x");
@@ -72,14 +65,7 @@ fn an_update_takes_changed_fields_from_other_managers() {
 
 #[test]
 fn removed_fields_are_dropped_from_everyone() {
-    let live = apply_as(
-        None,
-        &object(json!({"replicas": 1, "paused": false})),
-        "ctl",
-        false,
-        T1,
-    )
-    .unwrap();
+    let live = applied(None, json!({"replicas": 1, "paused": false}), "ctl", T1);
     let mut new = live.clone();
     new["spec"].as_object_mut().unwrap().remove("paused");
     let updated = update_as(Some(&live), new, "editor", T2);

@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::kit::{
-    MERGE, WIDGETS, create_widget, delete, eventually, get, patch, post, put, widget, widget_server,
+    MERGE, WIDGETS, create_widget, delete, drop_finalizers, eventually, get, merge_patch, patch,
+    post, put, widget, widget_server,
 };
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -136,10 +137,9 @@ async fn r3_19_a_schema_violation_is_422_invalid_naming_the_field() {
         assert_eq!(answer.body["details"]["kind"], "Widget");
     }
     create_widget(&server, "ok", &json!({"size": 1})).await;
-    let answer = patch(
+    let answer = merge_patch(
         &server,
         &format!("{WIDGETS}/ok"),
-        MERGE,
         &json!({"spec": {"size": -5}}),
     )
     .await;
@@ -163,14 +163,7 @@ async fn r3_29_deleting_a_crd_deletes_its_instances_first() {
         200,
         "instances go first"
     );
-    patch(
-        &server,
-        &format!("{WIDGETS}/held"),
-        MERGE,
-        &json!({"metadata": {"finalizers": null}}),
-    )
-    .await
-    .ok(200);
+    drop_finalizers(&server, &format!("{WIDGETS}/held")).await;
     eventually("the CRD goes", || async {
         get(&server, WIDGET_CRD).await.code == 404
     })

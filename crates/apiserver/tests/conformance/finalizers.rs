@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use crate::kit::{
-    CONFIGMAPS, JSON_PATCH, MERGE, RawWatch, WIDGETS, changes_until, create_widget, delete, get,
-    patch, post, widget, widget_server,
+    CONFIGMAPS, JSON_PATCH, RawWatch, WIDGETS, changes_until, create_widget, delete, get,
+    merge_patch, patch, post, widget, widget_server,
 };
 
 const HOLD: &str = "example.com/hold";
@@ -75,21 +75,9 @@ async fn r3_6_removing_the_last_finalizer_deletes_the_object() {
     let (_, mut watch) = held_widget(&server, &[HOLD, "example.com/other"]).await;
     let path = format!("{WIDGETS}/w");
     delete(&server, &path, &Value::Null).await.ok(200);
-    let one_left = patch(
-        &server,
-        &path,
-        MERGE,
-        &json!({"metadata": {"finalizers": [HOLD]}}),
-    )
-    .await;
+    let one_left = merge_patch(&server, &path, &json!({"metadata": {"finalizers": [HOLD]}})).await;
     assert_eq!(one_left.ok(200)["metadata"]["finalizers"], json!([HOLD]));
-    let last = patch(
-        &server,
-        &path,
-        MERGE,
-        &json!({"metadata": {"finalizers": null}}),
-    )
-    .await;
+    let last = merge_patch(&server, &path, &json!({"metadata": {"finalizers": null}})).await;
     assert_eq!(last.code, 200, "{}", last.body);
     assert_eq!(get(&server, &path).await.code, 404);
     let mut types = Vec::new();
@@ -129,14 +117,9 @@ async fn r3_8_an_empty_finalizer_list_is_never_stored() {
         created.body
     );
     let path = format!("{CONFIGMAPS}/a");
-    patch(
-        &server,
-        &path,
-        MERGE,
-        &json!({"metadata": {"finalizers": [HOLD]}}),
-    )
-    .await
-    .ok(200);
+    merge_patch(&server, &path, &json!({"metadata": {"finalizers": [HOLD]}}))
+        .await
+        .ok(200);
     let removed = patch(
         &server,
         &path,

@@ -4,7 +4,7 @@ use apiserver::testing::TestServer;
 use serde_json::{Value, json};
 
 use crate::kit::{
-    CONFIGMAPS, MERGE, configmap, create_configmap, delete, eventually, get, patch, post,
+    CONFIGMAPS, configmap, create_configmap, delete, drop_finalizers, eventually, get, post,
 };
 
 fn owner_ref(owner: &Value) -> Value {
@@ -98,14 +98,7 @@ async fn r3_27_foreground_waits_for_blocking_dependents() {
         exists(&server, "owner").await,
         "the owner waits for its blocking dependent"
     );
-    patch(
-        &server,
-        &format!("{CONFIGMAPS}/blocker"),
-        MERGE,
-        &json!({"metadata": {"finalizers": null}}),
-    )
-    .await
-    .ok(200);
+    drop_finalizers(&server, &format!("{CONFIGMAPS}/blocker")).await;
     eventually("the owner goes after it", || async {
         !exists(&server, "owner").await
     })

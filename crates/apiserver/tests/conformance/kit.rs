@@ -66,6 +66,23 @@ impl Answer {
         self
     }
 
+    /// The Status `message` (empty when absent).
+    pub fn message(&self) -> &str {
+        self.body["message"].as_str().unwrap_or_default()
+    }
+
+    /// Asserts the Status message contains `part`.
+    pub fn assert_message_contains(&self, part: &str) -> &Self {
+        assert!(self.message().contains(part), "{}", self.body);
+        self
+    }
+
+    /// Asserts the Status message starts with `start`.
+    pub fn assert_message_starts_with(&self, start: &str) -> &Self {
+        assert!(self.message().starts_with(start), "{}", self.body);
+        self
+    }
+
     /// Asserts a success code and returns the body.
     pub fn ok(&self, code: u16) -> &Value {
         assert_eq!(self.code, code, "answer: {}", self.body);
@@ -153,6 +170,18 @@ pub async fn put(server: &TestServer, path: &str, body: &Value) -> Answer {
 /// PATCH with a content type.
 pub async fn patch(server: &TestServer, path: &str, content_type: &str, body: &Value) -> Answer {
     call(server, "PATCH", path, content_type, body).await
+}
+
+/// PATCH with a JSON merge patch.
+pub async fn merge_patch(server: &TestServer, path: &str, body: &Value) -> Answer {
+    patch(server, path, MERGE, body).await
+}
+
+/// Drops every finalizer of the object at `path` (a merge patch), so its deletion ends.
+pub async fn drop_finalizers(server: &TestServer, path: &str) {
+    merge_patch(server, path, &json!({"metadata": {"finalizers": null}}))
+        .await
+        .ok(200);
 }
 
 /// DELETE with an optional DeleteOptions body (Null: none).
@@ -352,6 +381,14 @@ impl RawWatch {
             }
         }
     }
+}
+
+/// The type of a watch event and the name of its object.
+pub fn type_and_name(event: &Value) -> (Option<&str>, Option<&str>) {
+    (
+        event["type"].as_str(),
+        event["object"]["metadata"]["name"].as_str(),
+    )
 }
 
 /// The current resourceVersion of the server, read from an empty list of ConfigMaps.

@@ -49,25 +49,11 @@ async fn r2_20_names_follow_the_kinds_dns_rules_with_upstreams_messages() {
     let namespace = json!({"metadata": {"name": "n".repeat(64)}});
     let answer = post(&server, "/api/v1/namespaces", &namespace).await;
     answer.assert_status(422, "Invalid");
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("must be no more than 63 characters"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains("must be no more than 63 characters");
     let service = json!({"metadata": {"name": "1web"}, "spec": {"ports": [{"port": 80}]}});
     let answer = post(&server, "/api/v1/namespaces/default/services", &service).await;
     answer.assert_status(422, "Invalid");
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character");
 }
 
 /// Upstream `ValidateAnnotationsSize` (k8s.io/apimachinery/pkg/api/validation/objectmeta.go):

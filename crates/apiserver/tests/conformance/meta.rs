@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use crate::kit::{
     APPLY, CONFIGMAPS, JSON, MERGE, RawWatch, WIDGETS, call_with, changes_until, create_configmap,
-    create_widget, current_rv, delete, eventually, get, patch, post, put, widget, widget_server,
+    create_widget, current_rv, delete, eventually, get, merge_patch, patch, post, put, widget,
+    widget_server,
 };
 
 #[tokio::test]
@@ -82,13 +83,7 @@ async fn r3_2_a_write_that_changes_nothing_bumps_nothing_and_emits_nothing() {
     assert_eq!(merged.rv(), rv, "a merge patch of the same value");
     let replaced = put(&server, &path, &merged.body).await;
     assert_eq!(replaced.rv(), rv, "a PUT of the same object");
-    let status = patch(
-        &server,
-        &format!("{path}/status"),
-        MERGE,
-        &json!({"status": null}),
-    )
-    .await;
+    let status = merge_patch(&server, &format!("{path}/status"), &json!({"status": null})).await;
     assert_eq!(status.rv(), rv, "a status patch of nothing");
     assert_eq!(current_rv(&server, WIDGETS).await, rv);
 
@@ -108,10 +103,9 @@ async fn r3_3_generation_starts_at_1_and_counts_spec_changes_and_deletion() {
     replacement["spec"]["colour"] = json!("red");
     let replaced = put(&server, &path, &replacement).await;
     assert_eq!(replaced.body["metadata"]["generation"], 3);
-    patch(
+    merge_patch(
         &server,
         &path,
-        MERGE,
         &json!({"metadata": {"finalizers": ["example.com/hold"]}}),
     )
     .await

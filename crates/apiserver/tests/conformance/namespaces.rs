@@ -4,7 +4,7 @@
 use apiserver::testing::TestServer;
 use serde_json::{Value, json};
 
-use crate::kit::{MERGE, configmap, delete, eventually, get, patch, post};
+use crate::kit::{configmap, delete, drop_finalizers, eventually, get, post};
 
 const NAMESPACES: &str = "/api/v1/namespaces";
 const TEAM_CONFIGMAPS: &str = "/api/v1/namespaces/team/configmaps";
@@ -41,14 +41,7 @@ async fn r3_13_create_in_a_terminating_namespace_is_403_forbidden() {
         .ok(200);
     let answer = post(&server, TEAM_CONFIGMAPS, &configmap("late", &json!({}))).await;
     answer.assert_status(403, "Forbidden");
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("is being terminated"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains("is being terminated");
 }
 
 #[tokio::test]
@@ -74,14 +67,7 @@ async fn r3_14_deleting_a_namespace_deletes_its_objects_then_itself() {
         200,
         "finalizers still block"
     );
-    patch(
-        &server,
-        &format!("{TEAM_CONFIGMAPS}/held"),
-        MERGE,
-        &json!({"metadata": {"finalizers": null}}),
-    )
-    .await
-    .ok(200);
+    drop_finalizers(&server, &format!("{TEAM_CONFIGMAPS}/held")).await;
     eventually("the namespace goes", || async {
         get(&server, &path).await.code == 404
     })
@@ -137,14 +123,7 @@ async fn r3_33_a_stuck_namespace_names_its_remaining_content_and_finalizers() {
         condition(&namespace, "NamespaceDeletionDiscoveryFailure")["status"],
         "False"
     );
-    patch(
-        &server,
-        &format!("{TEAM_CONFIGMAPS}/held"),
-        MERGE,
-        &json!({"metadata": {"finalizers": null}}),
-    )
-    .await
-    .ok(200);
+    drop_finalizers(&server, &format!("{TEAM_CONFIGMAPS}/held")).await;
     eventually("the namespace goes once its content has", || async {
         get(&server, &format!("{NAMESPACES}/team")).await.code == 404
     })

@@ -4,7 +4,7 @@
 use apiserver::testing::TestServer;
 use serde_json::{Value, json};
 
-use crate::kit::{APPLY, Answer, MERGE, WIDGETS, patch, widget, widget_server};
+use crate::kit::{APPLY, Answer, WIDGETS, merge_patch, patch, widget, widget_server};
 
 /// Applies `spec` to Widget `w` as `manager` (`force` adds `&force=true`).
 pub async fn apply(server: &TestServer, manager: &str, spec: &Value, force: bool) -> Answer {
@@ -59,10 +59,9 @@ async fn r3_21_update_writes_take_ownership_of_what_they_change() {
     )
     .await
     .ok(201);
-    let updated = patch(
+    let updated = merge_patch(
         &server,
         &format!("{WIDGETS}/w?fieldManager=carol"),
-        MERGE,
         &json!({"spec": {"size": 3}}),
     )
     .await;

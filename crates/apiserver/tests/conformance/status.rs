@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::kit::{MERGE, WIDGETS, create_widget, get, patch, post, put, widget, widget_server};
+use crate::kit::{WIDGETS, create_widget, get, merge_patch, post, put, widget, widget_server};
 
 #[tokio::test]
 async fn r2_13_status_get_put_and_patch_write_only_status() {
@@ -16,10 +16,9 @@ async fn r2_13_status_get_put_and_patch_write_only_status() {
         "GET /status is the whole object"
     );
 
-    let patched = patch(
+    let patched = merge_patch(
         &server,
         &status_path,
-        MERGE,
         &json!({"status": {"ready": true}, "spec": {"size": 9},
                 "metadata": {"labels": {"sneaky": "yes"}}}),
     )
@@ -48,18 +47,16 @@ async fn r2_14_the_main_endpoint_ignores_status() {
     let server = widget_server().await;
     create_widget(&server, "w", &json!({"size": 1})).await;
     let path = format!("{WIDGETS}/w");
-    patch(
+    merge_patch(
         &server,
         &format!("{path}/status"),
-        MERGE,
         &json!({"status": {"ready": true}}),
     )
     .await
     .ok(200);
-    let patched = patch(
+    let patched = merge_patch(
         &server,
         &path,
-        MERGE,
         &json!({"spec": {"size": 2}, "status": {"ready": false}}),
     )
     .await;
@@ -111,10 +108,9 @@ async fn r3_31_without_a_status_subresource_status_is_spec_like() {
         true,
         "create keeps .status"
     );
-    let patched = patch(
+    let patched = merge_patch(
         &server,
         &format!("{gizmos}/g"),
-        MERGE,
         &json!({"status": {"ready": false}}),
     )
     .await;

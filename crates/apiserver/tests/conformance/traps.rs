@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::kit::{
     APPLY, CONFIGMAPS, JSON_PATCH, MERGE, PATIENCE, RawWatch, STRATEGIC, WIDGETS, changes_until,
-    configmap, create_configmap, create_widget, current_rv, delete, eventually, get, patch, post,
-    put, widget, widget_server,
+    configmap, create_configmap, create_widget, current_rv, delete, eventually, get, merge_patch,
+    patch, post, put, type_and_name, widget, widget_server,
 };
 use crate::ssa::apply;
 
@@ -71,13 +71,7 @@ async fn t02_no_op_writes_of_every_verb_bump_nothing_and_emit_nothing() {
     )
     .await;
     let answers = [
-        patch(
-            &server,
-            &path,
-            MERGE,
-            &json!({"metadata": {"labels": {"x": "1"}}}),
-        )
-        .await,
+        merge_patch(&server, &path, &json!({"metadata": {"labels": {"x": "1"}}})).await,
         patch(&server, &path, STRATEGIC, &json!({"data": {"k": "v"}})).await,
         patch(
             &server,
@@ -245,10 +239,9 @@ async fn t08_kube_watcher_sees_a_delete_when_an_object_leaves_its_selector() {
         Some(watcher::Event::InitDone)
     ) {}
     create_configmap(&server, "s", &json!({"app": "x"})).await;
-    patch(
+    merge_patch(
         &server,
         &format!("{CONFIGMAPS}/s"),
-        MERGE,
         &json!({"metadata": {"labels": {"app": "y"}}}),
     )
     .await
@@ -381,10 +374,9 @@ async fn t11_a_new_finalizer_on_a_deleting_object_is_422() {
     post(&server, WIDGETS, &body).await.ok(201);
     let path = format!("{WIDGETS}/w");
     delete(&server, &path, &Value::Null).await.ok(200);
-    let answer = patch(
+    let answer = merge_patch(
         &server,
         &path,
-        MERGE,
         &json!({"metadata": {"finalizers": ["example.com/a", "example.com/b"]}}),
     )
     .await;
@@ -503,13 +495,7 @@ async fn t17_not_equal_and_notin_match_objects_without_the_key() {
     .await;
     create_widget(&server, "unlabelled", &json!({})).await;
     let added = watch.next_change().await.unwrap();
-    assert_eq!(
-        (
-            added["type"].as_str(),
-            added["object"]["metadata"]["name"].as_str()
-        ),
-        (Some("ADDED"), Some("unlabelled"))
-    );
+    assert_eq!(type_and_name(&added), (Some("ADDED"), Some("unlabelled")));
     let listed = get(&server, &format!("{WIDGETS}?labelSelector=tier!%3Dodd")).await;
     assert_eq!(listed.body["items"][0]["metadata"]["name"], "unlabelled");
 }

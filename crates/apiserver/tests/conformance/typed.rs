@@ -14,8 +14,9 @@ use apiserver::testing::TestServer;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use serde_json::json;
+use testkit::ListAll;
 
-use crate::kit::{APPLY, CONFIGMAPS, JSON_PATCH, MERGE, configmap, get, patch, post, put};
+use crate::kit::{APPLY, CONFIGMAPS, JSON_PATCH, configmap, get, merge_patch, patch, post, put};
 
 const SECRETS: &str = "/api/v1/namespaces/default/secrets";
 const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
@@ -48,26 +49,12 @@ async fn r2_18_an_apply_patch_names_the_endpoints_api_version_and_kind() {
     wrong_version["apiVersion"] = json!("apps/v1");
     let answer = patch(&server, &at, APPLY, &wrong_version).await;
     answer.assert_status(400, "BadRequest");
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("Specified patch version: apps/v1, expected: v1"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains("Specified patch version: apps/v1, expected: v1");
     let mut wrong_kind = configmap("a", &json!({}));
     wrong_kind["kind"] = json!("Secret");
     let answer = patch(&server, &at, APPLY, &wrong_kind).await;
     assert_eq!(answer.code, 500, "{}", answer.body);
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("no corresponding type for /v1, Kind=Secret"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains("no corresponding type for /v1, Kind=Secret");
     assert_eq!(get(&server, &format!("{CONFIGMAPS}/a")).await.code, 404);
     let applied = patch(&server, &at, APPLY, &configmap("a", &json!({}))).await;
     let managed = &applied.ok(201)["metadata"]["managedFields"][0];
@@ -89,14 +76,7 @@ async fn r2_19_a_post_or_put_body_of_another_api_version_or_kind_is_400() {
     other_kind["kind"] = json!("Secret");
     let answer = post(&server, CONFIGMAPS, &other_kind).await;
     answer.assert_status(400, "BadRequest");
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("Secret in version \"v1\" cannot be handled as a ConfigMap"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_starts_with("Secret in version \"v1\" cannot be handled as a ConfigMap");
     // Absent apiVersion and kind default to the endpoint's.
     let bare = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
     let created = post(&server, CONFIGMAPS, &bare).await;
@@ -148,10 +128,9 @@ async fn r4_13_built_in_kinds_decode_through_their_type() {
     post(&server, CONFIGMAPS, &configmap("good", &json!({})))
         .await
         .ok(201);
-    let answer = patch(
+    let answer = merge_patch(
         &server,
         &format!("{CONFIGMAPS}/good"),
-        MERGE,
         &json!({"data": {"n": 2}}),
     )
     .await;
@@ -168,24 +147,9 @@ async fn r4_13_built_in_kinds_decode_through_their_type() {
 
     // Nothing undecodable was stored: typed clients list every object of the namespace.
     let configmaps: Api<ConfigMap> = Api::default_namespaced(server.client());
-    assert_eq!(
-        configmaps
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(configmaps.list_all().await.len(), 1);
     let secrets: Api<Secret> = Api::default_namespaced(server.client());
-    assert!(
-        secrets
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(secrets.list_all().await.is_empty());
 }
 
 #[tokio::test]
@@ -236,22 +200,14 @@ async fn r4_14_unknown_fields_of_built_in_kinds_follow_field_validation() {
     post(&server, CONFIGMAPS, &configmap("a", &json!({})))
         .await
         .ok(201);
-    let answer = patch(
+    let answer = merge_patch(
         &server,
         &format!("{CONFIGMAPS}/a?fieldValidation=Strict"),
-        MERGE,
         &json!({"junk": 1}),
     )
     .await;
     answer.assert_status(422, "Invalid");
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("strict decoding error: unknown field \"junk\""),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains("strict decoding error: unknown field \"junk\"");
 
     let mut applied = configmap("a", &json!({}));
     applied["junk"] = json!(1);
@@ -263,12 +219,5 @@ async fn r4_14_unknown_fields_of_built_in_kinds_follow_field_validation() {
     )
     .await;
     assert_eq!(answer.code, 500, "{}", answer.body);
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains(".junk: field not declared in schema"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains(".junk: field not declared in schema");
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::kit::{
     CONFIGMAPS, MERGE, PATIENCE, RawWatch, changes_until, create_configmap, current_rv, delete,
-    patch,
+    merge_patch, patch, type_and_name,
 };
 
 const METADATA_ACCEPT: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
@@ -48,10 +48,9 @@ async fn r1_4_a_watch_answers_200_at_once_then_streams_json_lines() {
         added["object"]["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
     );
-    let patched = patch(
+    let patched = merge_patch(
         &server,
         &format!("{CONFIGMAPS}/w"),
-        MERGE,
         &json!({"data": {"k": "2"}}),
     )
     .await;
@@ -230,13 +229,7 @@ async fn r1_10_a_streaming_list_ends_its_initial_events_with_an_annotated_bookma
     );
     create_configmap(&server, "c", &json!({})).await;
     let later = watch.next_change().await.unwrap();
-    assert_eq!(
-        (
-            later["type"].as_str(),
-            later["object"]["metadata"]["name"].as_str()
-        ),
-        (Some("ADDED"), Some("c"))
-    );
+    assert_eq!(type_and_name(&later), (Some("ADDED"), Some("c")));
 }
 
 #[tokio::test]

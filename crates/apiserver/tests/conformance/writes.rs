@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::kit::{
     APPLY, CONFIGMAPS, JSON_PATCH, MERGE, STRATEGIC, WIDGETS, configmap, create_configmap,
-    create_widget, delete, get, patch, post, put, widget, widget_server,
+    create_widget, delete, get, merge_patch, patch, post, put, widget, widget_server,
 };
 
 #[tokio::test]
@@ -101,14 +101,7 @@ async fn r2_6_a_resource_version_in_a_create_body_is_an_error() {
     assert_eq!(answer.code, 500, "{}", answer.body);
     assert_eq!(answer.body["kind"], "Status");
     assert!(answer.body.get("reason").is_none(), "{}", answer.body);
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("resourceVersion should not be set on objects to be created"),
-        "{}",
-        answer.body
-    );
+    answer.assert_message_contains("resourceVersion should not be set on objects to be created");
     assert_eq!(get(&server, &format!("{CONFIGMAPS}/a")).await.code, 404);
 }
 
@@ -154,10 +147,9 @@ async fn r2_8_a_put_with_a_stale_resource_version_is_409_conflict() {
 async fn r2_9_a_merge_patch_merges_and_null_deletes() {
     let server = TestServer::start().await.unwrap();
     create_configmap(&server, "a", &json!({"x": "1"})).await;
-    let answer = patch(
+    let answer = merge_patch(
         &server,
         &format!("{CONFIGMAPS}/a"),
-        MERGE,
         &json!({"metadata": {"labels": {"y": "2"}}, "data": {"k": null, "n": "1"}}),
     )
     .await;

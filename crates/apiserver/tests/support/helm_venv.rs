@@ -18,12 +18,7 @@ use std::process::Command;
 /// The pinned helm-sdkpy version (a new release must not change a test's outcome unnoticed).
 pub const HELM_SDKPY: &str = "helm-sdkpy==0.1.32";
 
-/// Under `CI=true` a missing tool fails the test; elsewhere it prints why (the test returns).
-fn tool_missing(what: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    assert!(!ci, "CI=true and {what}");
-    eprintln!("SKIPPED: {what} (set CI=true to make this a failure)");
-}
+use testkit::tool_missing;
 
 /// `<target dir>/helm-venv`, whatever the target dir is.
 #[must_use]

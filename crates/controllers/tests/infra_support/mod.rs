@@ -147,6 +147,16 @@ pub struct World {
 }
 
 impl World {
+    /// A world whose Infra has these entries, each contract Deployed and the
+    /// Infra's status caught up.
+    pub fn deployed(entries: &[&str]) -> Self {
+        let mut world = Self::new(infra(entries));
+        world.reconcile();
+        world.settle_requester();
+        world.reconcile();
+        world
+    }
+
     pub fn new(infra: Infra) -> Self {
         Self {
             infra,
@@ -394,4 +404,12 @@ impl World {
             }
         }
     }
+}
+
+/// The names of these objects (the contracts a plan applies or releases).
+pub fn names(objects: &[ComputeContract]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect()
 }

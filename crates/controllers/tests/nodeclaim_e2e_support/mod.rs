@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::{
-    Cluster, ClusterSpec, ComputeContract, LocalBidder, Location, NodeClaim, NodeClaimPhase,
-    NodeClaimSpec, Requester, RequesterSpec, Resources,
+    Cluster, ComputeContract, LocalBidder, NodeClaim, NodeClaimPhase, Requester, RequesterSpec,
 };
 use apiserver::testing::TestServer;
 use controllers::market_adapter::Injected;
@@ -18,9 +17,8 @@ use controllers::metrics::Metrics;
 use controllers::requester::{self, Markets, Timing};
 use controllers::{Clock, SharedCaches, SystemClock, infra, nodeclaim};
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use market::{LocalMarket, LocalMarketConfig};
-use serde_json::json;
 use tokio::task::JoinHandle;
 
 pub const NS: &str = "tenant-a";
@@ -200,16 +198,7 @@ pub fn fast_timing() -> Timing {
 pub use testkit::eventually;
 
 pub async fn create_cluster(client: &Client, name: &str, with_url: bool) -> Cluster {
-    let api: Api<Cluster> = Api::namespaced(client.clone(), NS);
-    let mut c = Cluster::new(
-        name,
-        ClusterSpec {
-            account: "did:plc:tenant".into(),
-            running: true,
-        },
-    );
-    c.metadata.namespace = Some(NS.into());
-    let created = api.create(&PostParams::default(), &c).await.unwrap();
+    let created = testkit::create_cluster(client, NS, name, "did:plc:tenant").await;
     if with_url {
         set_cluster_url(client, name).await;
     }
@@ -217,44 +206,20 @@ pub async fn create_cluster(client: &Client, name: &str, with_url: bool) -> Clus
 }
 
 pub async fn set_cluster_url(client: &Client, name: &str) {
-    let api: Api<Cluster> = Api::namespaced(client.clone(), NS);
-    api.patch_status(
-        name,
-        &PatchParams::apply("demo").force(),
-        &Patch::Apply(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": name},
-            "status": {"phase": "Ready", "url": URL, "caData": CA},
-        })),
-    )
-    .await
-    .unwrap();
+    testkit::set_cluster_ready(client, NS, name, URL, Some(CA)).await;
 }
 
 pub async fn create_claim(client: &Client, name: &str, cluster: &str, cpus: u32) -> NodeClaim {
-    let api: Api<NodeClaim> = Api::namespaced(client.clone(), NS);
-    let mut c = NodeClaim::new(
-        name,
-        NodeClaimSpec {
-            cluster_name: cluster.into(),
-            resources: Resources {
-                cpus,
-                memory: 2048,
-                disk: 10,
-                network: 100,
-            },
-            location: Location {
-                country: "DE".into(),
-                region: None,
-            },
-            owner_did: None,
-            adopt: None,
-            join_grace_seconds: 900,
-            loss_grace_seconds: 300,
-        },
-    );
-    c.metadata.namespace = Some(NS.into());
-    api.create(&PostParams::default(), &c).await.unwrap()
+    let claim = testkit::node_claim(NS, name, cluster, cpus);
+    claims(client)
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap()
+}
+
+/// The status of the claim `name`, which must have one.
+pub async fn claim_status(client: &Client, name: &str) -> api::NodeClaimStatus {
+    claims(client).get(name).await.unwrap().status.unwrap()
 }
 
 pub fn claims(client: &Client) -> Api<NodeClaim> {

@@ -283,6 +283,37 @@ impl World {
             .unwrap()
     }
 
+    /// Sets the phase and guest of `claim`'s contract, as the Requester would.
+    pub fn set_contract_phase(
+        &mut self,
+        claim: &str,
+        phase: ComputeContractPhase,
+        guest: Option<Guest>,
+    ) {
+        set_phase(self.contract_of(claim), phase, guest);
+    }
+
+    /// Whether the Infra is being deleted.
+    pub fn infra_deleting(&self) -> bool {
+        self.infra
+            .as_ref()
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    }
+
+    /// The node count the Cluster's status says.
+    pub fn cluster_nodes(&self) -> Option<u32> {
+        self.cluster
+            .as_ref()
+            .unwrap()
+            .status
+            .as_ref()
+            .unwrap()
+            .nodes
+    }
+
     pub fn entries(&self) -> Vec<String> {
         self.infra
             .as_ref()

@@ -25,10 +25,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use testkit::ListAll;
 use tokio::task::JoinHandle;
 
 pub use infra_e2e::{eventually, fake_requester};
-pub use testkit::wait_gone;
 
 pub const NS: &str = "socialweb-system";
 /// The Infra of Cluster `tenant/c1` (`api::names::infra_name`): a node
@@ -301,10 +301,8 @@ impl World {
         let events: Api<k8s_openapi::api::events::v1::Event> =
             Api::namespaced(self.client.clone(), NS);
         events
-            .list(&Default::default())
+            .list_all()
             .await
-            .unwrap()
-            .items
             .into_iter()
             .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .filter_map(|e| e.reason)
@@ -314,10 +312,8 @@ impl World {
     /// Every Secret value of the namespace that holds the marker.
     pub async fn marked_secret_values(&self) -> Vec<String> {
         self.secrets()
-            .list(&Default::default())
+            .list_all()
             .await
-            .unwrap()
-            .items
             .iter()
             .flat_map(|s| s.data.iter().flatten())
             .map(|(_, v)| String::from_utf8_lossy(&v.0).into_owned())

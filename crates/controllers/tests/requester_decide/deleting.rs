@@ -6,6 +6,7 @@ use api::{ComputeContractPhase as Phase, ComputeContractStatus, ConditionStatus 
 
 use super::conditions as cond;
 use super::decide::{Command, FailureKind, MarketView, Observation, Operation};
+use super::steps::at;
 use super::test_fixtures::*;
 
 fn missing() -> MarketView {
@@ -17,21 +18,20 @@ fn missing() -> MarketView {
 #[test]
 fn a_deleted_deployed_contract_releases_its_guest_before_it_lets_go() {
     let c = deleted(held(deployed()));
-    let s = step(&c, &ready(), t0() + secs(20), Observation::Nothing);
+    let s = at(&c, 20, Observation::Nothing);
     assert_eq!(s.command, Some(Command::Release(receipt())));
     assert!(!s.remove_finalizer, "the guest still runs");
     let c = apply(&c, &s);
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0() + secs(20),
+        20,
         Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
     );
     assert_eq!(s.status.phase, Some(Phase::Releasing));
     assert_eq!(s.command, Some(Command::Lookup(receipt())));
     assert!(!s.remove_finalizer, "the market has not confirmed it yet");
     let c = apply(&c, &s);
-    let s = step(&c, &ready(), t0() + secs(21), Observation::Lookup(None));
+    let s = at(&c, 21, Observation::Lookup(None));
     assert_eq!(s.status.phase, Some(Phase::Released));
     assert_eq!(
         condition(&apply(&c, &s), cond::RELEASED).reason,
@@ -44,12 +44,7 @@ fn a_deleted_deployed_contract_releases_its_guest_before_it_lets_go() {
 #[test]
 fn a_failed_release_of_a_deleted_contract_keeps_the_finalizer_and_says_why() {
     let c = deleted(held(deployed()));
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(20),
-        failed(Operation::Release, FailureKind::Retryable),
-    );
+    let s = at(&c, 20, failed(Operation::Release, FailureKind::Retryable));
     assert!(!s.remove_finalizer);
     assert_eq!(s.status.phase, Some(Phase::Releasing));
     assert_eq!(s.status.attempts, Some(1));
@@ -60,9 +55,9 @@ fn a_failed_release_of_a_deleted_contract_keeps_the_finalizer_and_says_why() {
         (S::False, cond::RELEASE_FAILED)
     );
     // Retried after the backoff, not before.
-    let early = step(&c, &ready(), t0() + secs(21), Observation::Nothing);
+    let early = at(&c, 21, Observation::Nothing);
     assert_eq!((early.command, early.remove_finalizer), (None, false));
-    let due = step(&c, &ready(), t0() + secs(60), Observation::Nothing);
+    let due = at(&c, 60, Observation::Nothing);
     assert_eq!(due.command, Some(Command::Release(receipt())));
 }
 
@@ -109,12 +104,7 @@ fn without_a_requester_a_deleted_contract_keeps_a_live_guest() {
 fn a_failed_contract_whose_guest_is_gone_lets_go_without_a_market() {
     // A boot failure whose guest the market confirmed gone (Released=True).
     let mut c = held(accepted());
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(6),
-        failed(Operation::GuestStatus, FailureKind::NotFound),
-    );
+    let s = at(&c, 6, failed(Operation::GuestStatus, FailureKind::NotFound));
     c = apply(&c, &s);
     assert_eq!(phase(&c), Some(Phase::Failed));
     let s = step(

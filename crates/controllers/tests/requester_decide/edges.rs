@@ -8,6 +8,7 @@ use market::GuestStatus;
 
 use super::conditions as cond;
 use super::decide::{Command, FailureKind, Observation, Operation, transition_event};
+use super::steps::{after, at};
 use super::test_fixtures::*;
 use super::ttl::{Ttl, verdict};
 use kube::runtime::events::EventType;
@@ -17,7 +18,7 @@ fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
     let mut c = contract();
     c.spec.adopt = Some(receipt());
     let info = adoptable_guest("other", "did:web:another-tenant");
-    let s = step(&c, &ready(), t0(), Observation::Adopted(info));
+    let s = at(&c, 0, Observation::Adopted(info));
     assert_eq!(s.status.phase, Some(Phase::Failed));
     assert_eq!(
         (s.record_receipt.as_ref(), s.status.receipt.as_ref()),
@@ -30,10 +31,7 @@ fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
     );
     // Not retried, and its release sends nothing to the market.
     let refused = apply(&c, &s);
-    assert_eq!(
-        step(&refused, &ready(), t0() + secs(1), Observation::Nothing).command,
-        None
-    );
+    assert_eq!(at(&refused, 1, Observation::Nothing).command, None);
     let s = step(
         &release(refused),
         &ready(),
@@ -47,45 +45,24 @@ fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
 fn adopt_takes_over_the_named_guest_without_bidding() {
     let mut c = contract();
     c.spec.adopt = Some(receipt());
-    let s = step(&c, &ready(), t0(), Observation::Nothing);
+    let s = at(&c, 0, Observation::Nothing);
     assert_eq!(s.command, Some(Command::Adopt(receipt())));
     let info = adoptable_guest("other", "did:web:tenant");
-    let s = step(&c, &ready(), t0(), Observation::Adopted(info));
+    let s = at(&c, 0, Observation::Adopted(info));
     assert_eq!(s.status.phase, Some(Phase::Deployed));
     assert_eq!(s.record_receipt, Some(receipt()));
     assert_eq!(s.status.winner.as_ref().unwrap().bidder, "did:web:p");
-    let s = step(
-        &c,
-        &ready(),
-        t0(),
-        failed(Operation::Adopt, FailureKind::NotFound),
-    );
+    let s = at(&c, 0, failed(Operation::Adopt, FailureKind::NotFound));
     assert_eq!(s.status.phase, Some(Phase::Failed));
     assert!(s.status.message.unwrap().contains("spec.adopt"));
-    let failed = apply(
-        &c,
-        &step(
-            &c,
-            &ready(),
-            t0(),
-            failed(Operation::Adopt, FailureKind::NotFound),
-        ),
-    );
-    assert_eq!(
-        step(&failed, &ready(), t0() + secs(1), Observation::Nothing).command,
-        None
-    );
+    let failed = after(&c, 0, failed(Operation::Adopt, FailureKind::NotFound));
+    assert_eq!(at(&failed, 1, Observation::Nothing).command, None);
 }
 
 #[test]
 fn a_withdrawn_bid_is_collected_again() {
     let c = with_one_bid();
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(5),
-        failed(Operation::Accept, FailureKind::BidGone),
-    );
+    let s = at(&c, 5, failed(Operation::Accept, FailureKind::BidGone));
     assert_eq!(s.command, Some(Command::CollectBids));
     assert_eq!(s.status.winner, None);
 }
@@ -93,21 +70,17 @@ fn a_withdrawn_bid_is_collected_again() {
 #[test]
 fn an_invalid_request_fails_until_the_spec_changes() {
     let c = contract();
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0(),
+        0,
         failed(Operation::Publish, FailureKind::InvalidRequest),
     );
     let mut c = apply(&c, &s);
     assert_eq!(phase(&c), Some(Phase::Failed));
-    assert_eq!(
-        step(&c, &ready(), t0() + secs(1), Observation::Nothing).command,
-        None
-    );
+    assert_eq!(at(&c, 1, Observation::Nothing).command, None);
     c.metadata.generation = Some(2);
     assert_eq!(
-        step(&c, &ready(), t0() + secs(1), Observation::Nothing).command,
+        at(&c, 1, Observation::Nothing).command,
         Some(Command::Publish)
     );
 }
@@ -144,12 +117,7 @@ fn events_mark_failures_and_failed_releases_only() {
         "once per failure"
     );
     let c = release(deployed());
-    let failed = step(
-        &c,
-        &ready(),
-        t0() + secs(20),
-        failed(Operation::Release, FailureKind::Retryable),
-    );
+    let failed = at(&c, 20, failed(Operation::Release, FailureKind::Retryable));
     let e = transition_event(c.status.as_ref(), &failed.status).unwrap();
     assert_eq!(
         (e.to_event().type_, e.reason()),
@@ -165,10 +133,7 @@ fn ttl_deletes_only_finished_ownerless_contracts_after_the_deadline() {
         Ttl::NotFinished,
         "a guest is held"
     );
-    let released = apply(
-        &c,
-        &step(&c, &ready(), t0() + secs(30), Observation::Lookup(None)),
-    );
+    let released = after(&c, 30, Observation::Lookup(None));
     assert_eq!(
         verdict(&released, t0() + secs(60)),
         Ttl::Wait(Duration::from_secs(30))
@@ -190,22 +155,14 @@ fn ttl_deletes_only_finished_ownerless_contracts_after_the_deadline() {
         ),
     );
     assert_eq!(verdict(&boot_failed, t0() + secs(1000)), Ttl::NotFinished);
-    let gone = apply(
-        &boot_failed,
-        &step(
-            &boot_failed,
-            &ready(),
-            t0() + secs(7),
-            Observation::Lookup(None),
-        ),
-    );
+    let gone = after(&boot_failed, 7, Observation::Lookup(None));
     assert_eq!(verdict(&gone, t0() + secs(1000)), Ttl::Expired);
 }
 
 #[test]
 fn nothing_is_rented_for_a_contract_without_the_release_finalizer() {
     let unguarded = bare(contract());
-    let s = step(&unguarded, &ready(), t0(), Observation::Nothing);
+    let s = at(&unguarded, 0, Observation::Nothing);
     assert_eq!(
         s.command, None,
         "no RFP for a contract that could leak its machine"
@@ -223,10 +180,7 @@ fn nothing_is_rented_for_a_contract_without_the_release_finalizer() {
     // Nor is a running guest adopted.
     let mut adopting = bare(contract());
     adopting.spec.adopt = Some(receipt());
-    assert_eq!(
-        step(&adopting, &ready(), t0(), Observation::Nothing).command,
-        None
-    );
+    assert_eq!(at(&adopting, 0, Observation::Nothing).command, None);
     // With the finalizer it is rented; deleted without one, it goes at once.
     assert_eq!(
         step(

@@ -29,3 +29,4 @@ mod edges;
 mod phases;
 mod props;
 mod release;
+mod steps;

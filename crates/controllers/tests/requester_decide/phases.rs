@@ -7,6 +7,7 @@ use market::{GuestInfo, GuestStatus, RfpId};
 
 use super::conditions as cond;
 use super::decide::{Command, FailureKind, MarketView, Observation, Operation};
+use super::steps::{after, at};
 use super::test_fixtures::*;
 use crate::time;
 
@@ -25,11 +26,11 @@ fn published_opens_the_bid_window_from_the_clock() {
     let bidding = condition(&c, cond::BIDDING);
     assert!(bidding.is_true());
     assert_eq!(time::from_time(&bidding.last_transition_time), t0());
-    let s = step(&c, &ready(), t0() + secs(2), Observation::Nothing);
+    let s = at(&c, 2, Observation::Nothing);
     assert_eq!(s.command, None);
     assert_eq!(s.requeue, Some(Duration::from_secs(3)));
     assert_eq!(Some(&s.status), c.status.as_ref(), "waiting writes nothing");
-    let s = step(&c, &ready(), t0() + secs(5), Observation::Nothing);
+    let s = at(&c, 5, Observation::Nothing);
     assert_eq!(s.command, Some(Command::CollectBids));
 }
 
@@ -41,24 +42,23 @@ fn the_lowest_bid_wins_and_is_written_before_it_is_accepted() {
         bid("did:web:a", 9),
         bid("did:web:c", 30),
     ];
-    let s = step(&c, &ready(), t0() + secs(5), Observation::Bids(bids));
+    let s = at(&c, 5, Observation::Bids(bids));
     assert_eq!(s.command, Some(Command::Accept(bid("did:web:a", 9))));
     assert_eq!(s.status.winner.as_ref().unwrap().bidder, "did:web:a");
     assert_eq!(s.status.phase, Some(Phase::Bidding));
     let c = apply(&c, &s);
     assert_eq!(condition(&c, cond::ACCEPTED).status, S::Unknown);
     // A restart before the receipt came back accepts the same bid again.
-    let again = step(&c, &ready(), t0() + secs(9), Observation::Nothing);
+    let again = at(&c, 9, Observation::Nothing);
     assert_eq!(again.command, Some(Command::Accept(bid("did:web:a", 9))));
 }
 
 #[test]
 fn the_receipt_is_recorded_before_anything_else() {
     let c = with_one_bid();
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0() + secs(5),
+        5,
         Observation::Accepted {
             bid: bid("did:web:a", 9),
             receipt: receipt(),
@@ -70,21 +70,13 @@ fn the_receipt_is_recorded_before_anything_else() {
     assert_eq!(s.command, Some(Command::GuestStatus(receipt())));
     let c = apply(&c, &s);
     assert!(condition(&c, cond::ACCEPTED).is_true());
-    assert_eq!(
-        step(&c, &ready(), t0() + secs(6), Observation::Nothing).record_receipt,
-        None
-    );
+    assert_eq!(at(&c, 6, Observation::Nothing).record_receipt, None);
 }
 
 #[test]
 fn a_booting_guest_is_polled_and_an_online_one_is_deployed() {
     let c = accepted();
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(6),
-        Observation::Guest(GuestStatus::Booting),
-    );
+    let s = at(&c, 6, Observation::Guest(GuestStatus::Booting));
     assert_eq!(s.status.phase, Some(Phase::Accepted));
     assert_eq!(s.requeue, Some(timing().boot_poll));
     let c = deployed();
@@ -94,10 +86,9 @@ fn a_booting_guest_is_polled_and_an_online_one_is_deployed() {
     assert_eq!(guest.address.as_deref(), Some("10.0.0.7"));
     assert_eq!(guest.node_id, None);
     assert!(condition(&c, cond::READY).is_true());
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0() + secs(9),
+        9,
         Observation::Guest(GuestStatus::NodeRegistered {
             address: Some("10.0.0.7".to_owned()),
             node_id: "guest-1".to_owned(),
@@ -110,12 +101,11 @@ fn a_booting_guest_is_polled_and_an_online_one_is_deployed() {
 #[test]
 fn a_deployed_contract_converges_without_writes() {
     let c = deployed();
-    let s = step(&c, &ready(), t0() + secs(60), Observation::Nothing);
+    let s = at(&c, 60, Observation::Nothing);
     assert_eq!(s.command, Some(Command::GuestStatus(receipt())));
-    let again = step(
+    let again = at(
         &c,
-        &ready(),
-        t0() + secs(60),
+        60,
         Observation::Guest(GuestStatus::OnNetwork {
             address: Some("10.0.0.7".to_owned()),
         }),
@@ -127,10 +117,9 @@ fn a_deployed_contract_converges_without_writes() {
 #[test]
 fn a_failed_boot_names_the_bidder_and_releases_the_guest() {
     let c = accepted();
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0() + secs(6),
+        6,
         Observation::Guest(GuestStatus::Failed {
             reason: "simulated boot failure".to_owned(),
         }),
@@ -142,32 +131,25 @@ fn a_failed_boot_names_the_bidder_and_releases_the_guest() {
     assert_eq!(s.command, Some(Command::Release(receipt())));
     let c = apply(&c, &s);
     assert_eq!(condition(&c, cond::READY).reason, cond::BOOT_FAILED);
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0() + secs(6),
+        6,
         Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
     );
     assert_eq!(s.status.phase, Some(Phase::Failed));
     assert_eq!(s.command, Some(Command::Lookup(receipt())));
     let c = apply(&c, &s);
-    let c = apply(
-        &c,
-        &step(&c, &ready(), t0() + secs(6), Observation::Lookup(None)),
-    );
+    let c = after(&c, 6, Observation::Lookup(None));
     assert_eq!(phase(&c), Some(Phase::Failed));
     assert!(condition(&c, cond::RELEASED).is_true());
     assert_eq!(condition(&c, cond::READY).reason, cond::BOOT_FAILED);
-    assert_eq!(
-        step(&c, &ready(), t0() + secs(7), Observation::Nothing).command,
-        None
-    );
+    assert_eq!(at(&c, 7, Observation::Nothing).command, None);
 }
 
 #[test]
 fn no_bids_fails_with_what_was_asked_and_retries_with_backoff() {
     let c = bidding();
-    let s = step(&c, &ready(), t0() + secs(5), Observation::Bids(vec![]));
+    let s = at(&c, 5, Observation::Bids(vec![]));
     assert_eq!(s.status.phase, Some(Phase::Failed));
     let message = s.status.message.clone().unwrap();
     for needle in [
@@ -182,7 +164,7 @@ fn no_bids_fails_with_what_was_asked_and_retries_with_backoff() {
     assert_eq!(s.status.attempts, Some(1));
     assert_eq!(s.requeue, Some(timing().retry_base));
     let c = apply(&c, &s);
-    let early = step(&c, &ready(), t0() + secs(7), Observation::Nothing);
+    let early = at(&c, 7, Observation::Nothing);
     assert_eq!(early.command, None);
     let due = t0() + secs(10);
     let s = step(&c, &ready(), due, Observation::Nothing);
@@ -219,13 +201,12 @@ fn no_bids_fails_with_what_was_asked_and_retries_with_backoff() {
 #[test]
 fn release_of_a_deployed_guest_is_sent_and_confirmed() {
     let c = release(deployed());
-    let s = step(&c, &ready(), t0() + secs(20), Observation::Nothing);
+    let s = at(&c, 20, Observation::Nothing);
     assert_eq!(s.command, Some(Command::Release(receipt())));
     let c = apply(&c, &s);
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0() + secs(20),
+        20,
         Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
     );
     assert_eq!(s.status.phase, Some(Phase::Releasing));
@@ -242,19 +223,14 @@ fn release_of_a_deployed_guest_is_sent_and_confirmed() {
             address: Some("10.0.0.7".to_owned()),
         },
     };
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(20),
-        Observation::Lookup(Some(info)),
-    );
+    let s = at(&c, 20, Observation::Lookup(Some(info)));
     assert_eq!(
         s.status.phase,
         Some(Phase::Releasing),
         "still listed: not released"
     );
     assert_eq!(s.requeue, Some(timing().release_poll));
-    let s = step(&c, &ready(), t0() + secs(21), Observation::Lookup(None));
+    let s = at(&c, 21, Observation::Lookup(None));
     assert_eq!(s.status.phase, Some(Phase::Released));
     assert_eq!(
         s.status.completion_time,
@@ -262,7 +238,7 @@ fn release_of_a_deployed_guest_is_sent_and_confirmed() {
     );
     let c = apply(&c, &s);
     assert!(condition(&c, cond::RELEASED).is_true());
-    let done = step(&c, &ready(), t0() + secs(30), Observation::Nothing);
+    let done = at(&c, 30, Observation::Nothing);
     assert_eq!(
         (done.command, Some(&done.status)),
         (None, c.status.as_ref())
@@ -325,10 +301,9 @@ fn a_failed_release_stays_visible_and_is_retried_for_ever() {
 fn not_found_counts_as_gone() {
     let c = release(deployed());
     for operation in [Operation::Release, Operation::Lookup] {
-        let s = step(
+        let s = at(
             &c,
-            &ready(),
-            t0() + secs(20),
+            20,
             Observation::Failed {
                 operation,
                 failure: failure(FailureKind::NotFound),
@@ -341,7 +316,7 @@ fn not_found_counts_as_gone() {
 #[test]
 fn a_receipt_only_in_the_annotation_is_never_published_again() {
     let c = with_annotation(contract(), &receipt());
-    let s = step(&c, &ready(), t0(), Observation::Nothing);
+    let s = at(&c, 0, Observation::Nothing);
     assert_eq!(s.command, Some(Command::Lookup(receipt())));
     assert_eq!(s.status.receipt, Some(receipt()));
     assert_eq!(s.record_receipt, None);
@@ -352,7 +327,7 @@ fn a_receipt_only_in_the_annotation_is_never_published_again() {
             ..ComputeContractStatus::default()
         },
     );
-    let s = step(&restored, &ready(), t0(), Observation::Nothing);
+    let s = at(&restored, 0, Observation::Nothing);
     assert_eq!(
         s.record_receipt,
         Some(receipt()),
@@ -380,12 +355,11 @@ fn release_without_anything_rented_is_released_at_once() {
 fn release_with_a_winner_but_no_receipt_accepts_first_then_releases() {
     let c = with_one_bid();
     let c = release(c);
-    let s = step(&c, &ready(), t0() + secs(6), Observation::Nothing);
+    let s = at(&c, 6, Observation::Nothing);
     assert_eq!(s.command, Some(Command::Accept(bid("did:web:a", 9))));
-    let s = step(
+    let s = at(
         &c,
-        &ready(),
-        t0() + secs(6),
+        6,
         Observation::Accepted {
             bid: bid("did:web:a", 9),
             receipt: receipt(),

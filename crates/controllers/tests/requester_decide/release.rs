@@ -6,6 +6,7 @@ use market::{GuestInfo, GuestStatus, ReleaseOutcome, RfpId};
 
 use super::conditions as cond;
 use super::decide::{Command, Observation, release_finished, transition_event};
+use super::steps::{after, at};
 use super::test_fixtures::*;
 use kube::runtime::events::EventType;
 
@@ -31,14 +32,10 @@ fn still_running() -> GuestInfo {
 #[test]
 fn an_acknowledged_release_is_released_and_says_it_was_only_acknowledged() {
     let c = release(deployed());
-    let c = apply(
+    let c = after(&c, 20, Observation::Nothing);
+    let s = at(
         &c,
-        &step(&c, &ready(), t0() + secs(20), Observation::Nothing),
-    );
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(20),
+        20,
         Observation::ReleaseSent(ReleaseOutcome::Acknowledged),
     );
     assert_eq!(s.status.phase, Some(Phase::Releasing));
@@ -54,7 +51,7 @@ fn an_acknowledged_release_is_released_and_says_it_was_only_acknowledged() {
         (S::False, cond::RELEASE_ACKNOWLEDGED)
     );
 
-    let s = step(&c, &ready(), t0() + secs(21), Observation::Lookup(None));
+    let s = at(&c, 21, Observation::Lookup(None));
     let done = apply(&c, &s);
     assert_eq!(phase(&done), Some(Phase::Released));
     let released = released_condition(&done);
@@ -75,21 +72,10 @@ fn an_acknowledged_release_is_released_and_says_it_was_only_acknowledged() {
 #[test]
 fn a_confirmed_release_says_the_guest_is_gone() {
     let c = release(deployed());
-    let c = apply(
-        &c,
-        &step(&c, &ready(), t0() + secs(20), Observation::Nothing),
-    );
-    let c = apply(
-        &c,
-        &step(
-            &c,
-            &ready(),
-            t0() + secs(20),
-            Observation::ReleaseSent(ReleaseOutcome::Confirmed),
-        ),
-    );
+    let c = after(&c, 20, Observation::Nothing);
+    let c = after(&c, 20, Observation::ReleaseSent(ReleaseOutcome::Confirmed));
     assert_eq!(released_condition(&c).reason, cond::RELEASING);
-    let s = step(&c, &ready(), t0() + secs(21), Observation::Lookup(None));
+    let s = at(&c, 21, Observation::Lookup(None));
     let done = apply(&c, &s);
     assert_eq!(phase(&done), Some(Phase::Released));
     assert_eq!(released_condition(&done).reason, cond::GUEST_GONE);
@@ -102,14 +88,10 @@ fn a_confirmed_release_says_the_guest_is_gone() {
 #[test]
 fn a_lost_release_is_released_unconfirmed_with_a_warning_and_not_sent_again() {
     let c = release(deployed());
-    let c = apply(
+    let c = after(&c, 20, Observation::Nothing);
+    let s = at(
         &c,
-        &step(&c, &ready(), t0() + secs(20), Observation::Nothing),
-    );
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(20),
+        20,
         Observation::ReleaseSent(ReleaseOutcome::Unconfirmed {
             reason: LOST.to_owned(),
         }),
@@ -136,7 +118,7 @@ fn a_lost_release_is_released_unconfirmed_with_a_warning_and_not_sent_again() {
         Some("unconfirmed")
     );
 
-    let later = step(&done, &ready(), t0() + secs(600), Observation::Nothing);
+    let later = at(&done, 600, Observation::Nothing);
     assert_eq!(later.command, None);
     assert_eq!(Some(&later.status), done.status.as_ref(), "said once, kept");
     assert_eq!(transition_event(done.status.as_ref(), &later.status), None);
@@ -146,29 +128,17 @@ fn a_lost_release_is_released_unconfirmed_with_a_warning_and_not_sent_again() {
 #[test]
 fn a_guest_still_listed_after_an_acknowledged_release_keeps_it_releasing_and_sends_it_again() {
     let c = release(deployed());
-    let c = apply(
+    let c = after(&c, 20, Observation::Nothing);
+    let c = after(
         &c,
-        &step(&c, &ready(), t0() + secs(20), Observation::Nothing),
+        20,
+        Observation::ReleaseSent(ReleaseOutcome::Acknowledged),
     );
-    let c = apply(
-        &c,
-        &step(
-            &c,
-            &ready(),
-            t0() + secs(20),
-            Observation::ReleaseSent(ReleaseOutcome::Acknowledged),
-        ),
-    );
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(21),
-        Observation::Lookup(Some(still_running())),
-    );
+    let s = at(&c, 21, Observation::Lookup(Some(still_running())));
     assert_eq!(s.status.phase, Some(Phase::Releasing));
     assert_eq!(s.requeue, Some(timing().release_poll));
     let c = apply(&c, &s);
-    let s = step(&c, &ready(), t0() + secs(30), Observation::Nothing);
+    let s = at(&c, 30, Observation::Nothing);
     assert_eq!(
         s.command,
         Some(Command::Release(receipt())),
@@ -179,14 +149,10 @@ fn a_guest_still_listed_after_an_acknowledged_release_keeps_it_releasing_and_sen
 #[test]
 fn a_deleted_contract_whose_release_was_lost_is_let_go() {
     let c = held(deleted(deployed()));
-    let c = apply(
+    let c = after(&c, 20, Observation::Nothing);
+    let s = at(
         &c,
-        &step(&c, &ready(), t0() + secs(20), Observation::Nothing),
-    );
-    let s = step(
-        &c,
-        &ready(),
-        t0() + secs(20),
+        20,
         Observation::ReleaseSent(ReleaseOutcome::Unconfirmed {
             reason: LOST.to_owned(),
         }),
@@ -201,33 +167,25 @@ fn a_deleted_contract_whose_release_was_lost_is_let_go() {
 #[test]
 fn a_failed_guest_whose_release_was_lost_keeps_the_reason_when_it_is_released() {
     let c = accepted();
-    let c = apply(
+    let c = after(
         &c,
-        &step(
-            &c,
-            &ready(),
-            t0() + secs(8),
-            Observation::Guest(GuestStatus::Failed {
-                reason: "silent".to_owned(),
-            }),
-        ),
+        8,
+        Observation::Guest(GuestStatus::Failed {
+            reason: "silent".to_owned(),
+        }),
     );
     assert_eq!(phase(&c), Some(Phase::Failed));
-    let c = apply(
+    let c = after(
         &c,
-        &step(
-            &c,
-            &ready(),
-            t0() + secs(8),
-            Observation::ReleaseSent(ReleaseOutcome::Unconfirmed {
-                reason: LOST.to_owned(),
-            }),
-        ),
+        8,
+        Observation::ReleaseSent(ReleaseOutcome::Unconfirmed {
+            reason: LOST.to_owned(),
+        }),
     );
     assert_eq!(phase(&c), Some(Phase::Failed), "still the failure to see");
     assert_eq!(released_condition(&c).reason, cond::RELEASE_UNCONFIRMED);
     let c = release(c);
-    let s = step(&c, &ready(), t0() + secs(60), Observation::Nothing);
+    let s = at(&c, 60, Observation::Nothing);
     assert_eq!(s.command, None);
     let done = apply(&c, &s);
     assert_eq!(phase(&done), Some(Phase::Released));

@@ -44,6 +44,22 @@ impl Env {
         }
     }
 
+    /// A server and the controller running on it.
+    pub async fn running() -> (Self, JoinHandle<()>) {
+        let env = Self::start().await;
+        let controller = env.start_controller();
+        (env, controller)
+    }
+
+    /// A server, the controller running, and the Requester `root` with the
+    /// one bidder `did:web:a` (cost 5) and a bid window of 1 s.
+    pub async fn running_with_root() -> (Self, JoinHandle<()>) {
+        let (env, controller) = Self::running().await;
+        env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+            .await;
+        (env, controller)
+    }
+
     /// Starts the controller (and its caches) on the shared market; abort the
     /// handle to kill it mid-flight.
     pub fn start_controller(&self) -> JoinHandle<()> {
@@ -114,6 +130,12 @@ impl Env {
         self.contracts().create(&params, &contract).await.unwrap();
     }
 
+    /// [`Env::create_contract`], then waits until it is Deployed.
+    pub async fn create_deployed(&self, name: &str, ttl: u32) -> ComputeContract {
+        self.create_contract(name, ttl).await;
+        self.wait_phase(name, ComputeContractPhase::Deployed).await
+    }
+
     /// Sets `spec.release`, as the Infra controller does.
     pub async fn release(&self, name: &str) {
         let params = PatchParams {
@@ -152,6 +174,16 @@ impl Env {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits until the contract's Ready condition has this reason.
+    pub async fn wait_ready_reason(&self, name: &str, reason: &str) -> ComputeContract {
+        self.wait_contract(name, Duration::from_secs(5), |c| {
+            c.status.as_ref().is_some_and(|s| {
+                api::find_condition(&s.conditions, "Ready").is_some_and(|r| r.reason == reason)
+            })
+        })
+        .await
     }
 
     pub async fn wait_phase(&self, name: &str, phase: ComputeContractPhase) -> ComputeContract {

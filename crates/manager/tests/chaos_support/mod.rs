@@ -13,7 +13,7 @@ pub mod driver;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use api::{Cluster, NodeClaim, NodeClaimPhase, Requester};
+use api::{Cluster, NodeClaim, NodeClaimPhase};
 use apiserver::faults::FaultConfig;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -122,25 +122,17 @@ impl World {
 
     /// The Requester `root` on a local market with room for every claim.
     async fn create_requester(&self) {
-        let requester: Requester = serde_json::from_value(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Requester",
-            "metadata": {"name": "root", "namespace": CONTRACT_NS},
-            "spec": {"bidWindowSeconds": 1, "maxInFlight": 50, "market": {"local": {
-                "seed": SEED,
-                "stateDir": self.market_dir.display().to_string(),
-                "bidders": [
-                    {"did": "did:web:cheap.example", "cost": 90, "currency": "EUR",
-                     "capacity": 250, "bootDelayMillis": 200},
-                    {"did": "did:web:fast.example", "cost": 120, "currency": "EUR",
-                     "capacity": 250, "bootDelayMillis": 0},
-                ],
-            }}},
-        }))
-        .unwrap();
-        Api::<Requester>::namespaced(self.client.clone(), CONTRACT_NS)
-            .create(&PostParams::default(), &requester)
-            .await
-            .unwrap();
+        let market = json!({"local": {
+            "seed": SEED,
+            "stateDir": self.market_dir.display().to_string(),
+            "bidders": [
+                {"did": "did:web:cheap.example", "cost": 90, "currency": "EUR",
+                 "capacity": 250, "bootDelayMillis": 200},
+                {"did": "did:web:fast.example", "cost": 120, "currency": "EUR",
+                 "capacity": 250, "bootDelayMillis": 0},
+            ],
+        }});
+        crate::support::create_root_requester(&self.client, 50, market).await;
     }
 
     async fn create_ready_cluster(&self) {
@@ -158,17 +150,7 @@ impl World {
     /// Creates `names` as claims of 2 CPUs on the Cluster, through the faults.
     pub async fn create_claims(&self, names: &[String]) {
         for name in names {
-            let claim: NodeClaim = serde_json::from_value(json!({
-                "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {
-                    "clusterName": CLUSTER,
-                    "resources": {"cpus": 2, "memory": 2048, "disk": 10, "network": 100},
-                    "location": {"country": "DE"},
-                },
-            }))
-            .unwrap();
-            let claim = &claim;
+            let claim = &testkit::node_claim(NS, name, CLUSTER, 2);
             persist(&format!("create claim {name}"), || async move {
                 match self.claims().create(&PostParams::default(), claim).await {
                     Ok(_) => Ok(()),

@@ -13,14 +13,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, NodeClaim, NodeClaimPhase, Requester};
+use api::{ComputeContract, NodeClaim, NodeClaimPhase};
 use apiserver::audit::RequestRecord;
 use apiserver::testing::TestServer;
 use controllers::market_adapter::Injected;
 use controllers::requester::Markets;
 use controllers::{Clock, SystemClock};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use manager::http::HttpServer;
 use manager::leader::LeaderConfig;
@@ -89,16 +89,7 @@ impl World {
         if let Some(dir) = state_dir {
             local["stateDir"] = json!(dir.display().to_string());
         }
-        let requester: Requester = serde_json::from_value(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Requester",
-            "metadata": {"name": "root", "namespace": CONTRACT_NS},
-            "spec": {"bidWindowSeconds": 1, "maxInFlight": 20, "market": {"local": local}},
-        }))
-        .unwrap();
-        Api::<Requester>::namespaced(self.client.clone(), CONTRACT_NS)
-            .create(&PostParams::default(), &requester)
-            .await
-            .unwrap();
+        crate::support::create_root_requester(&self.client, 20, json!({"local": local})).await;
     }
 
     /// A Cluster reported Ready with an endpoint and a CA.
@@ -113,52 +104,26 @@ impl World {
     /// Creates claims of 2 CPUs on `cluster`.
     pub async fn create_claims(&self, cluster: &str, names: &[&str]) {
         for name in names {
-            let claim: NodeClaim = serde_json::from_value(json!({
-                "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {
-                    "clusterName": cluster,
-                    "resources": {"cpus": 2, "memory": 2048, "disk": 10, "network": 100},
-                    "location": {"country": "DE"},
-                },
-            }))
-            .unwrap();
             self.claims()
-                .create(&PostParams::default(), &claim)
+                .create(
+                    &PostParams::default(),
+                    &testkit::node_claim(NS, name, cluster, 2),
+                )
                 .await
                 .unwrap();
         }
     }
 
     pub async fn claim_phase(&self, name: &str) -> Option<NodeClaimPhase> {
-        self.claims()
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()?
-            .status?
-            .phase
+        crate::support::claim_phase(&self.claims(), name).await
     }
 
     pub async fn wait_joined(&self, names: &[&str]) {
-        for name in names {
-            eventually(&format!("{NS}/{name} Joined"), || async move {
-                (self.claim_phase(name).await == Some(NodeClaimPhase::Joined)).then_some(())
-            })
-            .await;
-        }
+        crate::support::wait_joined(&self.claims(), names).await;
     }
 
     pub async fn wait_claim_gone(&self, name: &str) {
-        eventually(&format!("{NS}/{name} gone"), || async move {
-            self.claims()
-                .get_opt(name)
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        })
-        .await;
+        testkit::wait_gone(&self.claims(), name).await;
     }
 
     /// The market key of a claim's ComputeContract, once it has one.
@@ -218,38 +183,9 @@ impl World {
 /// A Cluster in [`NS`] reported Ready with an endpoint and a CA, as the
 /// tenant cluster's runner would; the production and chaos suites share it.
 pub async fn create_ready_cluster(client: &Client, name: &str) {
-    let clusters: Api<api::Cluster> = Api::namespaced(client.clone(), NS);
-    let cluster: api::Cluster = serde_json::from_value(json!({
-        "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"account": "did:plc:tenant", "running": true},
-    }))
-    .unwrap();
-    clusters
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
-    clusters
-        .patch_status(
-            name,
-            &PatchParams::apply("test/cluster-runner").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-                "metadata": {"name": name},
-                "status": {"phase": "Ready", "url": "https://c1.tenant-a.example:6443",
-                           "caData": ca_data(name)},
-            })),
-        )
-        .await
-        .unwrap();
-}
-
-/// A PEM-looking CA, base64 as a Cluster reports it.
-fn ca_data(tag: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(format!(
-        "-----BEGIN CERTIFICATE-----\nCA-{tag}\n-----END CERTIFICATE-----\n"
-    ))
+    testkit::create_cluster(client, NS, name, "did:plc:tenant").await;
+    let ca_data = crate::support::ca_data(name);
+    testkit::set_cluster_ready(client, NS, name, crate::support::URL, Some(&ca_data)).await;
 }
 
 /// The shutdown deadline of a replica: longer than [`testkit::WAIT`], so a

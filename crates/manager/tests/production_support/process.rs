@@ -1,7 +1,6 @@
 //! The `manager` binary as a child process: `manager run` against the embedded
 //! API server's kubeconfig, JSON logs captured line by line, SIGTERM through `kill`.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -44,7 +43,10 @@ impl ManagerProcess {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
-        let readers = vec![read_lines(stdout, &lines), read_lines(stderr, &lines)];
+        let readers = vec![
+            testkit::read_lines(stdout, &lines),
+            testkit::read_lines(stderr, &lines),
+        ];
         Self {
             identity: identity.to_owned(),
             child,
@@ -60,6 +62,17 @@ impl ManagerProcess {
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -TERM failed: {status}");
+    }
+
+    /// SIGTERM, then the exit within the shutdown deadline (and a little
+    /// more), with status 0; `what` says which process failed to.
+    pub async fn stop_gracefully(&mut self, what: &str) {
+        self.sigterm();
+        let status = self
+            .wait_exit(SHUTDOWN_DEADLINE + Duration::from_secs(3))
+            .await
+            .expect(what);
+        assert!(status.success(), "exit status {status}");
     }
 
     /// SIGKILL, as the OOM killer or a node failure: no shutdown, no Lease release.
@@ -102,19 +115,6 @@ impl ManagerProcess {
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect()
     }
-}
-
-fn read_lines(
-    pipe: impl std::io::Read + Send + 'static,
-    lines: &Arc<Mutex<Vec<String>>>,
-) -> std::thread::JoinHandle<()> {
-    let lines = Arc::clone(lines);
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { return };
-            lines.lock().unwrap().push(line);
-        }
-    })
 }
 
 impl Drop for ManagerProcess {

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use api::Requester;
 use atproto::market as m;
 use atproto_fake::bidder::{FakeBidder, Machine};
 use kube::Client;
@@ -85,24 +84,24 @@ impl AtprotoEnv {
 
     /// Creates the Requester `root` on this market.
     pub async fn create_requester(&self, client: &Client) {
-        let requester: Requester = serde_json::from_value(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Requester",
-            "metadata": {"name": "root", "namespace": CONTRACT_NS},
-            "spec": {
-                "bidWindowSeconds": 1,
-                "maxInFlight": 20,
-                "market": {"atproto": self.spec()},
-            },
-        }))
-        .unwrap();
-        Api::<Requester>::namespaced(client.clone(), CONTRACT_NS)
-            .create(&PostParams::default(), &requester)
-            .await
-            .unwrap();
+        super::create_root_requester(client, 20, json!({"atproto": self.spec()})).await;
     }
 
     pub fn bidders(&self) -> &[FakeBidder] {
         &self.market.bidders
+    }
+
+    /// The bidder of this DID.
+    pub fn bidder(&self, did: &str) -> &FakeBidder {
+        self.bidders()
+            .iter()
+            .find(|b| b.did() == did)
+            .unwrap_or_else(|| panic!("no bidder {did}"))
+    }
+
+    /// The sum over every bidder of one of its counters.
+    pub fn total(&self, counter: impl Fn(&atproto_fake::bidder::Counters) -> u64) -> u64 {
+        self.bidders().iter().map(|b| counter(&b.counters())).sum()
     }
 
     /// Every machine any bidder started, with its bidder's DID.

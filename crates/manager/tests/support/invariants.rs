@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use market::{ContractKey, LocalMarket, Receipt};
+use testkit::ListAll;
 
 use super::{CONTRACT_NS, Env};
 
@@ -43,23 +44,9 @@ pub async fn assert_all(env: &Env) {
 
 /// Invariant 1 on the objects now.
 pub async fn one_infra_per_cluster_and_contract_per_claim(env: &Env) {
-    let claims: Vec<NodeClaim> = Api::<NodeClaim>::all(env.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let infras = env
-        .infras()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let contracts = env
-        .contracts()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let claims: Vec<NodeClaim> = Api::<NodeClaim>::all(env.client.clone()).list_all().await;
+    let infras = env.infras().list_all().await;
+    let contracts = env.contracts().list_all().await;
     let mut clusters_with_claims = BTreeSet::new();
     for claim in &claims {
         // A Failed claim is final and keeps no entry (plan 0005 N2).
@@ -407,33 +394,16 @@ pub async fn assert_nothing_left(client: &kube::Client, market: &LocalMarket) {
     let infras: Api<Infra> = Api::namespaced(client.clone(), CONTRACT_NS);
     let contracts: Api<api::ComputeContract> = Api::namespaced(client.clone(), CONTRACT_NS);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), CONTRACT_NS);
-    let all = ListParams::default();
-    let infras_left: Vec<String> = infras
-        .list_metadata(&all)
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(ResourceExt::name_any)
-        .collect();
+    let infras_left = names_in(&infras).await;
     assert!(infras_left.is_empty(), "Infras left: {infras_left:?}");
-    let contracts_left: Vec<String> = contracts
-        .list_metadata(&all)
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(ResourceExt::name_any)
-        .collect();
+    let contracts_left = names_in(&contracts).await;
     assert!(
         contracts_left.is_empty(),
         "ComputeContracts left: {contracts_left:?}"
     );
     let join_secrets: Vec<String> = secrets
-        .list(&all)
+        .list_all()
         .await
-        .unwrap()
-        .items
         .iter()
         .filter(|s| s.type_.as_deref() == Some(JOIN_SECRET_TYPE))
         .map(ResourceExt::name_any)
@@ -493,4 +463,73 @@ pub fn rented_once(env: &Env, history: &[HistoryEntry]) {
         unknown.is_empty(),
         "machines no contract knows (a second accept?): {unknown:?}"
     );
+}
+
+/// The resourceVersion of the first history entry that matches.
+pub fn first_rv(
+    history: &[HistoryEntry],
+    what: &str,
+    matches: impl Fn(&HistoryEntry) -> bool,
+) -> u64 {
+    history
+        .iter()
+        .find(|e| matches(e))
+        .map(|e| e.resource_version)
+        .unwrap_or_else(|| panic!("never happened: {what}"))
+}
+
+/// Whether `e` deletes `name` of the resource whose path ends in `resource`.
+pub fn deleted(e: &HistoryEntry, resource: &str, name: &str) -> bool {
+    is_deleted(e) && e.resource.ends_with(resource) && e.name == name
+}
+
+/// Whether `e` writes the ComputeContract `name` Released.
+pub fn released(e: &HistoryEntry, name: &str) -> bool {
+    e.resource.ends_with("/computecontracts")
+        && e.name == name
+        && e.object()["status"]["phase"] == "Released"
+}
+
+/// When `name` of the resource whose path ends in `resource` was deleted.
+pub fn deleted_at(history: &[HistoryEntry], resource: &str, name: &str) -> u64 {
+    first_rv(history, &format!("{name} deleted"), |e| {
+        deleted(e, resource, name)
+    })
+}
+
+/// When the ComputeContract `name` was first written Released.
+pub fn released_at(history: &[HistoryEntry], name: &str) -> u64 {
+    first_rv(history, &format!("{name} released"), |e| released(e, name))
+}
+
+/// Every named ComputeContract was released before the Infra of the Cluster
+/// `NS/cluster` was deleted; returns when the Infra was deleted.
+pub fn released_before_the_infra_went(
+    history: &[HistoryEntry],
+    cluster: &str,
+    names: &[String],
+) -> u64 {
+    let infra = api::names::infra_name(super::NS, cluster);
+    let infra_gone = deleted_at(history, "/infras", &infra);
+    for name in names {
+        assert!(
+            released_at(history, name) < infra_gone,
+            "{name} released before {infra} went"
+        );
+    }
+    infra_gone
+}
+
+/// The names of every object `api` lists now.
+async fn names_in<K>(api: &Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list_metadata(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect()
 }

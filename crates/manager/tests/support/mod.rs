@@ -16,7 +16,7 @@ use controllers::market_adapter::Injected;
 use controllers::requester::Markets;
 use controllers::{Clock, SystemClock, metrics::Metrics};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Resource as _, ResourceExt};
 use manager::wiring::{ControllerOptions, Controllers};
 use market::{LocalMarket, LocalMarketConfig};
@@ -85,6 +85,27 @@ impl Env {
 
     /// [`Env::start`] on this market, the manager running with these options.
     pub async fn start_with(market: LocalMarketConfig, options: ControllerOptions) -> Self {
+        Self::start_on(market, options, None).await
+    }
+
+    /// [`Env::start`], but the Requester `root` uses an atproto market of
+    /// fake bidders (plan 0013), reached over loopback HTTP.
+    pub async fn start_atproto(offers: &[manager::fake_market::FakeOffer]) -> Self {
+        Self::start_on(
+            LocalMarketConfig::default(),
+            ControllerOptions::default(),
+            Some(offers),
+        )
+        .await
+    }
+
+    /// The server, the Requester `root` (on the local market, or on fake
+    /// atproto bidders of these offers) and the manager running.
+    async fn start_on(
+        market: LocalMarketConfig,
+        options: ControllerOptions,
+        atproto_offers: Option<&[manager::fake_market::FakeOffer]>,
+    ) -> Self {
         logs::capture();
         logs::dump_on_panic();
         let server = TestServer::start().await.unwrap();
@@ -93,46 +114,25 @@ impl Env {
         testkit::create_namespaces(&client, &[NS, OTHER_NS, CONTRACT_NS]).await;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let market = testkit::local_market_with(market, Arc::clone(&clock));
+        let atproto = match atproto_offers {
+            Some(offers) => Some(atproto_market::AtprotoEnv::start(&client, offers).await),
+            None => None,
+        };
         let mut env = Self {
             server,
             client,
             clock,
             market,
             options,
-            atproto: None,
+            atproto,
             manager: None,
             metrics: prometheus_client::registry::Registry::default(),
             inbound: None,
         };
-        env.create_requester().await;
-        env.start_manager();
-        env
-    }
-
-    /// [`Env::start`], but the Requester `root` uses an atproto market of
-    /// fake bidders (plan 0013), reached over loopback HTTP.
-    pub async fn start_atproto(offers: &[manager::fake_market::FakeOffer]) -> Self {
-        logs::capture();
-        logs::dump_on_panic();
-        let server = TestServer::start().await.unwrap();
-        let client = server.client();
-        manager::dev::install_crds(&client).await.unwrap();
-        testkit::create_namespaces(&client, &[NS, OTHER_NS, CONTRACT_NS]).await;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let market = testkit::local_market_with(LocalMarketConfig::default(), Arc::clone(&clock));
-        let atproto = atproto_market::AtprotoEnv::start(&client, offers).await;
-        let mut env = Self {
-            server,
-            client,
-            clock,
-            market,
-            options: ControllerOptions::default(),
-            atproto: Some(atproto),
-            manager: None,
-            metrics: prometheus_client::registry::Registry::default(),
-            inbound: None,
-        };
-        env.atproto_env().create_requester(&env.client).await;
+        match &env.atproto {
+            Some(atproto) => atproto.create_requester(&env.client).await,
+            None => env.create_requester().await,
+        }
         env.start_manager();
         env
     }
@@ -179,27 +179,15 @@ impl Env {
     }
 
     async fn create_requester(&self) {
-        let requester: Requester = serde_json::from_value(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Requester",
-            "metadata": {"name": "root", "namespace": CONTRACT_NS},
-            "spec": {
-                "bidWindowSeconds": 1,
-                "maxInFlight": 20,
-                "market": {"local": {"seed": 7, "bidders": [
-                    {"did": "did:web:cheap.example", "cost": 90, "currency": "EUR",
-                     "capacity": 6, "bootDelayMillis": 100},
-                    {"did": "did:web:fast.example", "cost": 120, "currency": "EUR",
-                     "capacity": 6, "bootDelayMillis": 0},
-                    {"did": "did:web:slow.example", "cost": 150, "currency": "EUR",
-                     "capacity": 6, "bootDelayMillis": 200},
-                ]}},
-            },
-        }))
-        .unwrap();
-        self.requesters()
-            .create(&PostParams::default(), &requester)
-            .await
-            .unwrap();
+        let market = json!({"local": {"seed": 7, "bidders": [
+            {"did": "did:web:cheap.example", "cost": 90, "currency": "EUR",
+             "capacity": 6, "bootDelayMillis": 100},
+            {"did": "did:web:fast.example", "cost": 120, "currency": "EUR",
+             "capacity": 6, "bootDelayMillis": 0},
+            {"did": "did:web:slow.example", "cost": 150, "currency": "EUR",
+             "capacity": 6, "bootDelayMillis": 200},
+        ]}});
+        create_root_requester(&self.client, 20, market).await;
     }
 
     /// The value of one series (name and labels) of the running manager's
@@ -233,17 +221,7 @@ impl Env {
 
     /// Creates a Cluster; with `ready`, reports it Ready with an endpoint and a CA.
     pub async fn create_cluster(&self, ns: &str, name: &str, ready: bool) -> Cluster {
-        let cluster: Cluster = serde_json::from_value(json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"account": "did:plc:tenant", "running": true},
-        }))
-        .unwrap();
-        let created = self
-            .clusters(ns)
-            .create(&PostParams::default(), &cluster)
-            .await
-            .unwrap();
+        let created = testkit::create_cluster(&self.client, ns, name, "did:plc:tenant").await;
         if ready {
             self.set_cluster_ready(ns, name).await;
         }
@@ -251,31 +229,7 @@ impl Env {
     }
 
     pub async fn set_cluster_ready(&self, ns: &str, name: &str) {
-        self.clusters(ns)
-            .patch_status(
-                name,
-                &PatchParams::apply("test/cluster-runner").force(),
-                &Patch::Apply(json!({
-                    "apiVersion": "socialweb.computer/v1alpha1", "kind": "Cluster",
-                    "metadata": {"name": name},
-                    "status": {"phase": "Ready", "url": URL, "caData": ca_data(name)},
-                })),
-            )
-            .await
-            .unwrap();
-    }
-
-    /// The JSON of a claim of `cpus` CPUs on `cluster`, owned by `owner` when given.
-    pub fn claim_json(ns: &str, name: &str, cluster: &str, cpus: u32) -> serde_json::Value {
-        json!({
-            "apiVersion": "socialweb.computer/v1alpha1", "kind": "NodeClaim",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "clusterName": cluster,
-                "resources": {"cpus": cpus, "memory": 2048, "disk": 10, "network": 100},
-                "location": {"country": "DE"},
-            },
-        })
+        testkit::set_cluster_ready(&self.client, ns, name, URL, Some(&ca_data(name))).await;
     }
 
     /// Creates a claim owned (controller ownerReference) by `owner` when given.
@@ -287,8 +241,7 @@ impl Env {
         cpus: u32,
         owner: Option<&Cluster>,
     ) -> NodeClaim {
-        let mut claim: NodeClaim =
-            serde_json::from_value(Self::claim_json(ns, name, cluster, cpus)).unwrap();
+        let mut claim = testkit::node_claim(ns, name, cluster, cpus);
         if let Some(owner) = owner {
             claim.metadata.owner_references = Some(vec![
                 owner
@@ -303,27 +256,17 @@ impl Env {
     }
 
     pub async fn claim_phase(&self, ns: &str, name: &str) -> Option<NodeClaimPhase> {
-        self.claims(ns)
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()?
-            .status?
-            .phase
+        claim_phase(&self.claims(ns), name).await
     }
 
     /// Waits until every named claim of `ns` is Joined.
     pub async fn wait_joined(&self, ns: &str, names: &[&str]) {
-        for name in names {
-            eventually(&format!("{ns}/{name} Joined"), || async move {
-                (self.claim_phase(ns, name).await == Some(NodeClaimPhase::Joined)).then_some(())
-            })
-            .await;
-        }
+        wait_joined(&self.claims(ns), names).await;
     }
 
-    /// A Cluster `c1` in [`NS`] with two claims, both Joined.
-    pub async fn two_joined(&self) -> (Cluster, NodeClaim, NodeClaim) {
+    /// A ready Cluster `c1` in [`NS`] with the claims `worker-a` (2 CPUs)
+    /// and `worker-b` (4 CPUs) it owns.
+    pub async fn two_claims(&self) -> (Cluster, NodeClaim, NodeClaim) {
         let cluster = self.create_cluster(NS, "c1", true).await;
         let a = self
             .create_claim(NS, "worker-a", "c1", 2, Some(&cluster))
@@ -331,8 +274,43 @@ impl Env {
         let b = self
             .create_claim(NS, "worker-b", "c1", 4, Some(&cluster))
             .await;
+        (cluster, a, b)
+    }
+
+    /// [`Env::two_claims`], both Joined.
+    pub async fn two_joined(&self) -> (Cluster, NodeClaim, NodeClaim) {
+        let (cluster, a, b) = self.two_claims().await;
         self.wait_joined(NS, &["worker-a", "worker-b"]).await;
         (cluster, a, b)
+    }
+
+    /// [`Env::two_joined`], then the names of the claims' ComputeContracts.
+    pub async fn two_joined_contracts(&self) -> [String; 2] {
+        let (_, a, b) = self.two_joined().await;
+        let mut names = Vec::new();
+        for claim in [&a, &b] {
+            let contract = self.contract_of(claim).await.expect("a contract per claim");
+            names.push(contract.name_any());
+        }
+        [names.remove(0), names.remove(0)]
+    }
+
+    /// Deletes the claim `name` of [`NS`] (its deletion then takes its course).
+    pub async fn delete_claim(&self, name: &str) {
+        self.claims(NS)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Deletes the claims of [`Env::two_joined`] and waits until they are
+    /// gone. No garbage collector runs the test's way: once their Cluster is
+    /// gone the claims go when deleted (the server's may have taken them already).
+    pub async fn delete_two_claims(&self) {
+        for name in ["worker-a", "worker-b"] {
+            let _ = self.claims(NS).delete(name, &DeleteParams::default()).await;
+            self.wait_gone(&self.claims(NS), name).await;
+        }
     }
 
     /// Waits until `ns/name` of `api` is gone.
@@ -341,6 +319,12 @@ impl Env {
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         testkit::wait_gone(api, name).await;
+    }
+
+    /// The DID of the bidder whose bid won the claim's contract.
+    pub async fn winner_of(&self, claim: &NodeClaim) -> String {
+        let contract = self.contract_of(claim).await.expect("a contract");
+        contract.status.unwrap().winner.expect("a winner").bidder
     }
 
     /// The ComputeContract of a claim's entry, if any.
@@ -357,4 +341,34 @@ impl Env {
             .into_iter()
             .next()
     }
+}
+
+/// The phase of the claim `name`, if it is there and has one.
+pub async fn claim_phase(claims: &Api<NodeClaim>, name: &str) -> Option<NodeClaimPhase> {
+    claims.get_opt(name).await.ok().flatten()?.status?.phase
+}
+
+/// Waits until every named claim is Joined.
+pub async fn wait_joined(claims: &Api<NodeClaim>, names: &[&str]) {
+    for name in names {
+        eventually(&format!("{name} Joined"), || async move {
+            (claim_phase(claims, name).await == Some(NodeClaimPhase::Joined)).then_some(())
+        })
+        .await;
+    }
+}
+
+/// Creates the Requester `root` in [`CONTRACT_NS`] on `market` (the JSON of
+/// an `api::Market`), with a bid window of 1 s.
+pub async fn create_root_requester(client: &Client, max_in_flight: u32, market: serde_json::Value) {
+    let requester: Requester = serde_json::from_value(json!({
+        "apiVersion": "socialweb.computer/v1alpha1", "kind": "Requester",
+        "metadata": {"name": "root", "namespace": CONTRACT_NS},
+        "spec": {"bidWindowSeconds": 1, "maxInFlight": max_in_flight, "market": market},
+    }))
+    .unwrap();
+    Api::<Requester>::namespaced(client.clone(), CONTRACT_NS)
+        .create(&PostParams::default(), &requester)
+        .await
+        .unwrap();
 }

@@ -13,7 +13,9 @@ use atproto::{Algorithm, SigningKey};
 use atproto_fake::FakeNetwork;
 use atproto_fake::bidder::{BidderOptions, FakeBidder, Offer};
 use market::atproto::{AtprotoMarket, AtprotoMarketConfig, Inbox, router};
-use market::{Clock, ContractKey, Location, ManualClock, RequestForProposal, Resources};
+use market::{
+    Clock, ContractKey, Location, ManualClock, Market as _, RequestForProposal, Resources,
+};
 use tower::ServiceExt as _;
 
 pub const PASSWORD: &str = "requester-password";
@@ -104,6 +106,15 @@ impl Harness {
         self.net.pds.records(did, collection).len()
     }
 
+    /// Rents a machine for `contract` through `market` (its first bid
+    /// accepted) and waits until the network is quiet.
+    pub async fn rent(&self, market: &AtprotoMarket, contract: &str) -> market::Receipt {
+        let (rfp, bid) = first_bid(market, contract).await;
+        let receipt = market.accept(&rfp, &bid).await.unwrap();
+        self.quiet().await;
+        receipt
+    }
+
     /// Waits until stalled requests and every bidder's background work
     /// are done, so counters are final.
     pub async fn quiet(&self) {
@@ -162,4 +173,13 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Publishes a request for `contract`, waits for the bids, and returns the
+/// request and its first bid.
+pub async fn first_bid(market: &AtprotoMarket, contract: &str) -> (market::RfpId, market::Bid) {
+    let rfp = market.publish_rfp(request(contract)).await.unwrap();
+    market.settled().await;
+    let bid = market.collect_bids(&rfp).await.unwrap().remove(0);
+    (rfp, bid)
 }

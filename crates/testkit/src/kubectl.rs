@@ -28,7 +28,7 @@ pub fn kubectl_required() -> bool {
     match Command::new(&binary).args(["version", "--client"]).output() {
         Ok(output) if output.status.success() => true,
         Ok(output) => {
-            super::tool_missing(&format!(
+            crate::tool_missing(&format!(
                 "{} version --client failed: {}",
                 binary.display(),
                 String::from_utf8_lossy(&output.stderr)
@@ -36,7 +36,7 @@ pub fn kubectl_required() -> bool {
             false
         }
         Err(e) => {
-            super::tool_missing(&format!("kubectl cannot run ({}): {e}", binary.display()));
+            crate::tool_missing(&format!("kubectl cannot run ({}): {e}", binary.display()));
             false
         }
     }

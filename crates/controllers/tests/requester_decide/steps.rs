@@ -1,0 +1,19 @@
+//! One decision of a case, written on one line: at `t0()` plus some seconds,
+//! on the ready market of the fixtures.
+
+use super::decide::{Observation, Step};
+use super::test_fixtures::{apply, ready, secs, step, t0};
+
+/// The decision on `c` at `t0() + seconds`, the market ready.
+pub fn at(c: &api::ComputeContract, seconds: i64, observation: Observation) -> Step {
+    step(c, &ready(), t0() + secs(seconds), observation)
+}
+
+/// `c` once [`at`]'s decision is applied.
+pub fn after(
+    c: &api::ComputeContract,
+    seconds: i64,
+    observation: Observation,
+) -> api::ComputeContract {
+    apply(c, &at(c, seconds, observation))
+}
