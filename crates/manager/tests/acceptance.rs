@@ -364,16 +364,11 @@ async fn kubectl_finds_a_clusters_infra_by_label() {
     let rows = table(&out);
     assert_eq!(rows.len(), 1, "exactly one Infra:\n{out}");
     let row = &rows[0];
-    let columns = [
-        "NAMESPACE",
-        "NAME",
-        "CLUSTER",
-        "PHASE",
-        "CONTRACTS",
-        "READY",
-    ];
+    let columns = "NAMESPACE NAME CLUSTER PHASE CONTRACTS READY".split(' ');
     assert_eq!(
-        columns.map(|column| row[column].as_str()),
+        columns
+            .map(|column| row[column].as_str())
+            .collect::<Vec<_>>(),
         [CONTRACT_NS, infra.as_str(), "c1", "Deployed", "2", "2"],
         "{out}"
     );

@@ -41,6 +41,11 @@ async fn wait_reason(env: &Env, reason: &str, says: &str) {
     .await;
 }
 
+/// `spec.market.atproto` naming the Secret `name` for the app password.
+fn app_password_ref(name: &str) -> Value {
+    json!({"appPasswordSecretRef": {"name": name, "key": "app-password"}})
+}
+
 /// Changes `spec.market.atproto` of the Requester `root` (a merge patch).
 async fn patch_market(env: &Env, atproto: Value) {
     env.requesters()
@@ -88,11 +93,7 @@ async fn requester_conditions_say_what_is_wrong_and_heal_when_fixed() {
     };
 
     // A Secret that does not exist yet: said, then fixed by creating it.
-    patch_market(
-        &env,
-        json!({"appPasswordSecretRef": {"name": "later", "key": "app-password"}}),
-    )
-    .await;
+    patch_market(&env, app_password_ref("later")).await;
     wait_reason(
         &env,
         "SecretMissing",
@@ -115,11 +116,7 @@ async fn requester_conditions_say_what_is_wrong_and_heal_when_fixed() {
         &[("app-password", "not-it"), ("signing-key", "zz")],
     )
     .await;
-    patch_market(
-        &env,
-        json!({"appPasswordSecretRef": {"name": "wrong", "key": "app-password"}}),
-    )
-    .await;
+    patch_market(&env, app_password_ref("wrong")).await;
     wait_reason(
         &env,
         "InvalidCredentials",
