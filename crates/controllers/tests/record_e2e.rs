@@ -83,11 +83,7 @@ async fn a_record_follows_its_infra_and_goes_after_the_releases() {
     // Deleting the Infra: while a contract is held at Releasing the record stays.
     world.hold.store(true, Ordering::SeqCst);
     let history_from = world.server.history().len();
-    world
-        .infras()
-        .delete(INFRA, &DeleteParams::default())
-        .await
-        .unwrap();
+    world.delete_infra(&DeleteParams::default()).await;
     // The Infra controller orders the AtprotoRecord's delete after the contracts,
     // so nothing waits yet; the record is still there once a contract is Releasing.
     eventually("a contract is Releasing", || async {
@@ -264,11 +260,7 @@ async fn a_foreground_deletion_still_deletes_the_record_after_the_releases() {
     .await;
 
     world.hold.store(true, Ordering::SeqCst);
-    world
-        .infras()
-        .delete(INFRA, &DeleteParams::foreground())
-        .await
-        .unwrap();
+    world.delete_infra(&DeleteParams::foreground()).await;
     eventually("the AtprotoRecord waits for the releases", || async {
         let record = world.records().get_opt(INFRA).await.ok()??;
         (record.metadata.deletion_timestamp.is_some()

@@ -108,11 +108,7 @@ async fn a_restart_at_each_step_writes_one_record_and_deletes_only_what_should_g
         .net
         .faults
         .inject(Service::Pds, Some(DELETE), Fault::LoseAnswer, Some(1));
-    world
-        .infras()
-        .delete(INFRA, &DeleteParams::default())
-        .await
-        .unwrap();
+    world.delete_infra(&DeleteParams::default()).await;
     eventually("the AtprotoRecord is being deleted", || async {
         let record = world.records().get_opt(INFRA).await.ok()??;
         record.metadata.deletion_timestamp.map(|_| ())

@@ -22,7 +22,7 @@ use atproto_fake::FakeNetwork;
 use controllers::{SharedCaches, SystemClock, infra, record};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use testkit::ListAll;
@@ -57,6 +57,11 @@ pub struct World {
 }
 
 impl World {
+    /// Deletes the Infra (its deletion then takes its course).
+    pub async fn delete_infra(&self, params: &DeleteParams) {
+        self.infras().delete(INFRA, params).await.unwrap();
+    }
+
     /// Everything but the controllers, which [`World::start`] runs; the
     /// Requester's account is on the fake PDS.
     pub async fn new() -> Self {
