@@ -11,16 +11,18 @@
 //!   The watchers read the raw stream (they count lines and check resourceVersions
 //!   rise) rather than parse each event into an object: in this one process a parsing
 //!   client would cost more CPU than the server and the figure would measure it.
+//!   The server runs on a runtime of its own, so the CPU of its threads is printed apart
+//!   from the whole process's (the clients' TLS reads included).
 //!
 //! `--scale F` multiplies every count (e.g. `--scale 0.1` for a quick debug run);
 //! `--only memory|creates|watchers|fsync` runs one part.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use apiserver::ApiServer;
+use apiserver::{ApiServer, ApiServerBuilder};
 use futures::AsyncBufReadExt as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -30,6 +32,30 @@ use serde_json::json;
 
 const CLIENTS: usize = 8;
 const WATCHERS: usize = 100;
+/// The name of the server runtime's threads (at most 15 bytes: Linux cuts longer ones).
+const SERVER_THREAD: &str = "bench-apiserver";
+
+/// The server's own runtime: its threads' CPU is told apart from the clients'.
+fn server_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(SERVER_THREAD)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// Starts a server on [`server_runtime`] (its connections are served there too).
+async fn serve(builder: ApiServerBuilder) -> ApiServer {
+    server_runtime()
+        .spawn(builder.serve())
+        .await
+        .unwrap()
+        .unwrap()
+}
 
 fn widget_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -114,14 +140,12 @@ async fn create_widgets(server: &ApiServer, prefix: &str, total: usize) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
-/// CPU seconds this process used so far (user + system, all threads).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command (which may hold spaces) start after its ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
+/// CPU seconds (user + system) in a `stat` file of proc(5), and the thread's name.
+fn stat_cpu(stat: &str) -> (f64, &str) {
+    // The name is in parentheses (it may hold spaces); the other fields follow.
+    let (head, rest) = stat.rsplit_once(')').unwrap_or_default();
+    let name = head.split_once('(').map_or("", |(_, name)| name);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| {
         fields
             .get(i)
@@ -129,7 +153,27 @@ fn cpu_seconds() -> f64 {
             .unwrap_or(0.0)
     };
     // utime and stime are fields 14 and 15 of stat(5); `fields` starts at field 3.
-    (ticks(11) + ticks(12)) / 100.0
+    ((ticks(11) + ticks(12)) / 100.0, name)
+}
+
+/// CPU seconds this process used so far (all threads).
+fn cpu_seconds() -> f64 {
+    stat_cpu(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()).0
+}
+
+/// CPU seconds the server's threads used so far (those alive: the runtime keeps them).
+fn server_cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .map(|stat| match stat_cpu(&stat) {
+            (cpu, SERVER_THREAD) => cpu,
+            _ => 0.0,
+        })
+        .sum()
 }
 
 fn resident_bytes() -> u64 {
@@ -148,7 +192,7 @@ fn resident_bytes() -> u64 {
 }
 
 async fn memory_per_objects(count: usize) {
-    let server = ApiServer::builder().port(0).serve().await.unwrap();
+    let server = serve(ApiServer::builder().port(0)).await;
     let client = client_for(&server);
     register_widget_crd(&client).await;
     // Warm the connection pools and allocator paths before the baseline.
@@ -190,7 +234,7 @@ async fn creates_per_second(
     if let Some(dir) = data_dir {
         builder = builder.data_dir(dir);
     }
-    let server = builder.serve().await.unwrap();
+    let server = serve(builder).await;
     register_widget_crd(&client_for(&server)).await;
     let seconds = create_widgets(&server, "c", total).await;
     #[allow(clippy::cast_precision_loss)]
@@ -203,23 +247,42 @@ async fn creates_per_second(
     rate
 }
 
-/// Creates/s and CPU seconds per create (this process: server and clients) on a fresh
-/// server without watchers.
-async fn creates_unwatched(total: usize) -> (f64, f64) {
-    let server = ApiServer::builder().port(0).serve().await.unwrap();
+/// What creates cost on one server: creates/s, and CPU seconds per create of the whole
+/// process (server and clients) and of the server's threads alone.
+#[derive(Clone, Copy)]
+struct Cost {
+    rate: f64,
+    process_cpu: f64,
+    server_cpu: f64,
+}
+
+/// Measures `create` (which returns the seconds the creates took) of `total` creates.
+async fn cost_of(total: usize, create: impl Future<Output = f64>) -> Cost {
+    let (process, server) = (cpu_seconds(), server_cpu_seconds());
+    let seconds = create.await;
+    #[allow(clippy::cast_precision_loss)]
+    let per_create = |cpu: f64| cpu / total as f64;
+    #[allow(clippy::cast_precision_loss)]
+    Cost {
+        rate: total as f64 / seconds,
+        process_cpu: per_create(cpu_seconds() - process),
+        server_cpu: per_create(server_cpu_seconds() - server),
+    }
+}
+
+/// Creates/s and CPU per create on a fresh server without watchers.
+async fn creates_unwatched(total: usize) -> Cost {
+    let server = serve(ApiServer::builder().port(0)).await;
     register_widget_crd(&client_for(&server)).await;
-    let cpu = cpu_seconds();
-    let seconds = create_widgets(&server, "c", total).await;
-    #[allow(clippy::cast_precision_loss)]
-    let per_create = (cpu_seconds() - cpu) / total as f64;
-    #[allow(clippy::cast_precision_loss)]
-    let rate = total as f64 / seconds;
+    let cost = cost_of(total, create_widgets(&server, "c", total)).await;
     println!(
-        "creates (in memory, no watcher): {total} in {seconds:.2}s = {rate:.0}/s, {:.0} us CPU each",
-        per_create * 1e6
+        "creates (in memory, no watcher): {total} = {:.0}/s, {:.0} us CPU each ({:.0} us of it the server's)",
+        cost.rate,
+        cost.process_cpu * 1e6,
+        cost.server_cpu * 1e6,
     );
     server.stop();
-    (rate, per_create)
+    cost
 }
 
 /// The resourceVersion in a watch event line (the first one: the object's).
@@ -253,9 +316,20 @@ fn count_newlines(bytes: &[u8]) -> usize {
 /// end of every read that the last event's resourceVersion is the start plus the events
 /// counted (none lost, none repeated: every write bumps it by one), and resumes from
 /// there if the server closes the stream (a watcher too slow for the fan-out is closed).
-/// Returns the events seen and the resumes.
-async fn watch_raw(client: kube::Client, start: u64, expected: usize) -> (usize, usize) {
+/// What one watcher saw.
+#[derive(Default)]
+struct Seen {
+    events: usize,
+    /// Reads of the stream that ended a line (about one per chunk the server sent).
+    reads: usize,
+    /// Watches started again after the server closed one.
+    resumes: usize,
+}
+
+/// Returns what it saw.
+async fn watch_raw(client: kube::Client, start: u64, expected: usize) -> Seen {
     let mut seen = 0;
+    let mut reads = 0;
     let mut resumes = 0;
     // The start of a line cut by the end of a read.
     let mut partial: Vec<u8> = Vec::new();
@@ -293,6 +367,7 @@ async fn watch_raw(client: kube::Client, start: u64, expected: usize) -> (usize,
             partial.extend_from_slice(&read[last_end + 1..]);
             body.consume_unpin(consumed);
             seen += lines;
+            reads += 1;
             assert!(
                 !line.starts_with(br#"{"type":"ERROR""#),
                 "watch error (events lost): {}",
@@ -305,14 +380,19 @@ async fn watch_raw(client: kube::Client, start: u64, expected: usize) -> (usize,
             resumes += 1;
         }
     }
-    (seen, resumes)
+    Seen {
+        events: seen,
+        reads,
+        resumes,
+    }
 }
 
 /// Creates/s with [`WATCHERS`] watchers of the resource attached, on a fresh server;
 /// prints it as a ratio of creates/s without watchers (same count), and the CPU a create
-/// costs with its fan-out (until every watcher saw it) against the CPU without.
-async fn creates_with_watchers(events: usize, (unwatched, unwatched_cpu): (f64, f64)) {
-    let server = ApiServer::builder().port(0).serve().await.unwrap();
+/// costs with its fan-out (until every watcher saw it) against the CPU without, of the
+/// whole process and of the server's threads alone.
+async fn creates_with_watchers(events: usize, unwatched: Cost) {
+    let server = serve(ApiServer::builder().port(0)).await;
     let client = client_for(&server);
     register_widget_crd(&client).await;
     let start_rv: u64 = widgets(client)
@@ -333,37 +413,49 @@ async fn creates_with_watchers(events: usize, (unwatched, unwatched_cpu): (f64, 
     }
     // Let every watch connect first.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let cpu = cpu_seconds();
     let started = Instant::now();
-    let write_seconds = create_widgets(&server, "ev", events).await;
-    let mut total_seen = 0;
-    let mut total_resumes = 0;
-    for watcher in watchers {
-        let (seen, resumes) = tokio::time::timeout(Duration::from_secs(300), watcher)
-            .await
-            .expect("a watcher never saw every event")
-            .unwrap();
-        total_seen += seen;
-        total_resumes += resumes;
-    }
+    let mut write_seconds = 0.0;
+    let mut seen = Seen::default();
+    let cost = cost_of(events, async {
+        write_seconds = create_widgets(&server, "ev", events).await;
+        for watcher in watchers {
+            let one = tokio::time::timeout(Duration::from_secs(300), watcher)
+                .await
+                .expect("a watcher never saw every event")
+                .unwrap();
+            seen.events += one.events;
+            seen.reads += one.reads;
+            seen.resumes += one.resumes;
+        }
+        write_seconds
+    })
+    .await;
     let seconds = started.elapsed().as_secs_f64();
-    #[allow(clippy::cast_precision_loss)]
-    let per_create = (cpu_seconds() - cpu) / events as f64;
-    #[allow(clippy::cast_precision_loss)]
-    let rate = events as f64 / write_seconds;
     println!(
-        "creates (in memory, {WATCHERS} watchers): {events} in {write_seconds:.2}s = {rate:.0}/s = {:.2}x creates/s without watchers (target at least 0.5x)",
-        rate / unwatched
+        "creates (in memory, {WATCHERS} watchers): {events} in {write_seconds:.2}s = {:.0}/s = {:.2}x creates/s without watchers (target at least 0.5x)",
+        cost.rate,
+        cost.rate / unwatched.rate
     );
     println!(
-        "  CPU per create with its fan-out: {:.0} us; without watchers it costs {:.2}x that \
-         (the same ratio by CPU, which a busy machine does not blur)",
-        per_create * 1e6,
-        unwatched_cpu / per_create,
+        "  CPU per create with its fan-out: {:.0} us, {:.2}x the CPU without watchers per create \
+         (the same ratio by CPU, which a busy machine does not blur; whole process)",
+        cost.process_cpu * 1e6,
+        unwatched.process_cpu / cost.process_cpu,
     );
     println!(
-        "  every watcher saw every event {seconds:.2}s after the first create: {total_seen}/{} deliveries, none lost or repeated; {total_resumes} resumes",
-        WATCHERS * events
+        "  the server's threads alone: {:.0} us per create with its fan-out, {:.0} us without: {:.2}x",
+        cost.server_cpu * 1e6,
+        unwatched.server_cpu * 1e6,
+        unwatched.server_cpu / cost.server_cpu,
+    );
+    #[allow(clippy::cast_precision_loss)]
+    let per_read = seen.events as f64 / seen.reads.max(1) as f64;
+    println!(
+        "  every watcher saw every event {seconds:.2}s after the first create: {}/{} deliveries in {} reads ({per_read:.1} events a read), none lost or repeated; {} resumes",
+        seen.events,
+        WATCHERS * events,
+        seen.reads,
+        seen.resumes,
     );
     server.stop();
 }

@@ -3,6 +3,7 @@
 pub mod delete;
 pub mod discovery;
 pub mod openapi;
+mod pace;
 pub mod params;
 pub mod printers;
 pub mod read;

@@ -2,8 +2,9 @@
 //! transitions, initial events and the 410 ERROR event for a too-old resourceVersion.
 //!
 //! Fan-out cost: a change's line is rendered once per form and shared by every watcher
-//! that sends it ([`crate::store::lines`]), and lines that queue up for a slow connection
-//! go out in one write.
+//! that sends it ([`crate::store::lines`]); lines that queue up for a slow connection go
+//! out in one write, and while a watch's lines come fast it holds its next chunk for the
+//! lines that come meanwhile ([`super::pace`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::Req;
+use super::pace::{self, Pace};
 use super::params::{Render, render_of};
 use super::render::{Filter, write_rendered};
 use crate::App;
@@ -31,17 +33,8 @@ use crate::store::{Change, ChangeType, Store, StoredObject};
 
 /// The most bytes of queued lines sent in one write.
 const BATCH_BYTES: usize = 64 * 1024;
-/// The room a chunk of live lines starts with.
+/// The least room a chunk of live lines starts with.
 const LIVE_CHUNK_START: usize = 16 * 1024;
-
-/// How long a watch holds its next chunk after sending one, per line that chunk had (up
-/// to [`COALESCE_MAX`]): during a burst of writes the lines that come meanwhile go out
-/// together, so the fan-out costs one write per chunk instead of one per change, while a
-/// change after a quiet spell, or in a trickle (chunks of a line or two), goes out at
-/// once or within a fraction of a millisecond.
-const COALESCE_PER_LINE: Duration = Duration::from_micros(500);
-/// The longest a chunk is held.
-const COALESCE_MAX: Duration = Duration::from_millis(10);
 
 struct Watcher {
     app: Arc<App>,
@@ -203,6 +196,10 @@ struct Stream {
     live_lines: BytesMut,
     /// How many lines `live_lines` holds.
     live_count: u32,
+    /// The bytes of the last chunk of live lines.
+    last_live_len: usize,
+    /// The recent rate of live lines: whether the next chunk waits for more.
+    pace: Pace,
     live: broadcast::Receiver<Change>,
     last_rv: u64,
     /// Events sent (for the `drop_watch_after_events` fault).
@@ -214,8 +211,6 @@ struct Stream {
     /// When the next BOOKMARK goes, if any ([`next_bookmark`]).
     next_bookmark: Option<Instant>,
     bookmark_every: Duration,
-    /// When the last chunk went out and how many lines it had.
-    last_chunk: Option<(Instant, u32)>,
     shutdown: tokio_util::sync::CancellationToken,
     /// Where a watch a drop fault closes is counted.
     app: Arc<App>,
@@ -234,8 +229,11 @@ impl Stream {
             }
         } else {
             if self.live_lines.is_empty() {
-                // Room for a burst's chunk at once rather than growing line by line.
-                self.live_lines.reserve(LIVE_CHUNK_START);
+                // Room for a burst's chunk at once (as big as the last one, and some)
+                // rather than growing, and copying, line by line.
+                let last = self.last_live_len;
+                self.live_lines
+                    .reserve((last + last / 4).clamp(LIVE_CHUNK_START, 2 * BATCH_BYTES));
             }
             if self
                 .watcher
@@ -266,17 +264,15 @@ impl Stream {
                 return None;
             }
             if !self.ready.is_empty() || !self.live_lines.is_empty() {
-                if let Some((at, lines)) = self.last_chunk
-                    && !self.ending
-                {
-                    let hold = (COALESCE_PER_LINE * lines).min(COALESCE_MAX);
-                    if at.elapsed() < hold {
-                        tokio::time::sleep_until(at + hold).await;
-                        self.drain_live();
-                    }
+                let live = self.ready.is_empty();
+                if live && !self.ending && self.live_lines.len() < BATCH_BYTES {
+                    self.hold_during_a_burst().await;
                 }
-                let (chunk, lines) = self.chunk();
-                self.last_chunk = Some((Instant::now(), lines));
+                let chunk = self.chunk();
+                if live {
+                    self.pace
+                        .sent(Instant::now(), std::mem::take(&mut self.live_count));
+                }
                 return Some(chunk);
             }
             if self.ending {
@@ -309,12 +305,22 @@ impl Stream {
         }
     }
 
+    /// Holds live lines while they come fast ([`pace`]), then takes those that came
+    /// meanwhile.
+    async fn hold_during_a_burst(&mut self) {
+        let now = Instant::now();
+        if self.pace.holds(now) {
+            tokio::time::sleep_until(now + pace::HOLD).await;
+            self.drain_live();
+        }
+    }
+
     /// Joins ready lines into one chunk, stopping at the fault's event limit; then the
-    /// live lines. Also says how many lines it joined.
-    fn chunk(&mut self) -> (Bytes, u32) {
+    /// live lines.
+    fn chunk(&mut self) -> Bytes {
         if self.ready.is_empty() {
-            let lines = std::mem::take(&mut self.live_count);
-            return (self.live_lines.split().freeze(), lines);
+            self.last_live_len = self.live_lines.len();
+            return self.live_lines.split().freeze();
         }
         let room = self
             .drop_after_events
@@ -329,16 +335,15 @@ impl Stream {
             size += line.len();
         }
         self.sent += events;
-        let count = u32::try_from(lines).unwrap_or(u32::MAX);
         if lines == 1 {
             let line = self.ready.pop_front().map(|(line, _)| line);
-            return (line.unwrap_or_default(), count);
+            return line.unwrap_or_default();
         }
         let mut chunk = BytesMut::with_capacity(size);
         for (line, _) in self.ready.drain(..lines) {
             chunk.extend_from_slice(&line);
         }
-        (chunk.freeze(), count)
+        chunk.freeze()
     }
 }
 
@@ -409,6 +414,8 @@ pub fn serve(
         ready,
         live_lines: BytesMut::new(),
         live_count: 0,
+        last_live_len: 0,
+        pace: Pace::default(),
         live: subscription.live,
         last_rv: subscription.rv,
         sent: 0,
@@ -420,7 +427,6 @@ pub fn serve(
         bookmark_every,
         shutdown: app.shutdown.clone(),
         app: Arc::clone(app),
-        last_chunk: None,
         ending: false,
     };
     let chunks = futures::stream::unfold(stream, |mut stream| async move {
