@@ -295,12 +295,36 @@ pub async fn add_finalizer<K: Object>(
     seen: &Seen,
     finalizer: &str,
 ) -> Result<Finalizers> {
+    Ok(add_finalizer_written::<K>(client, manager, seen, finalizer)
+        .await?
+        .0)
+}
+
+/// As [`add_finalizer`], with the object as the server wrote it (`Some` only
+/// for [`Finalizers::Written`]): a later guarded write of the same reconcile
+/// decided from `seen` carries its resourceVersion instead of the stale one.
+///
+/// # Errors
+/// As [`patch_metadata`].
+pub async fn add_finalizer_written<K: Object>(
+    client: &Client,
+    manager: &str,
+    seen: &Seen,
+    finalizer: &str,
+) -> Result<(Finalizers, Option<K>)> {
     if seen.has_finalizer(finalizer) {
-        return Ok(Finalizers::Unchanged);
+        return Ok((Finalizers::Unchanged, None));
     }
     let mut wanted = seen.finalizers.clone();
     wanted.push(finalizer.to_owned());
-    set_finalizers::<K>(client, manager, seen, &wanted).await
+    let value = json!(wanted);
+    let metadata = serde_json::Map::from_iter([("finalizers".to_owned(), value)]);
+    Ok(
+        match patch_metadata::<K>(client, manager, seen, metadata).await? {
+            Some(written) => (Finalizers::Written, Some(written)),
+            None => (Finalizers::Gone, None),
+        },
+    )
 }
 
 /// Removes `finalizer` from `seen`'s list as read, if it is there.

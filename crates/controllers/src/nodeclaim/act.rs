@@ -16,7 +16,9 @@
 //! - Statuses (the claims', the Cluster's node count) are guarded by the
 //!   resourceVersion they were decided from: a stale decision is a conflict,
 //!   so each transition is written (and its Event and metric published) once.
-//! - Deletes (the Infra, join Secrets) name the uid that was read.
+//! - Deletes (the Infra, join Secrets) name the uid that was read; a join
+//!   Secret deleted is recorded in [`DeletedSecrets`] and not deleted again
+//!   while the cache catches up.
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
 
@@ -30,17 +32,20 @@ use super::Context;
 use super::compose::ClusterKey;
 use super::conditions::{DEPLOYED, JOINED, READY, reason};
 use super::decide::{ClaimMetadataChange, ClaimStatusChange, InfraAction, Plan};
+use super::deleted::DeletedSecrets;
 use super::events::NodeClaimEvent;
 use super::failed::FailedClaims;
 use super::secrets::new_token;
+use std::collections::BTreeMap;
+
 use crate::Result;
-use crate::write::{self, Finalizers};
+use crate::write::{self, Finalizers, Seen};
 
 /// The field manager of every write of this reconciler.
 const MANAGER: &str = super::IDENTITY.manager;
 
 /// Performs `plan` for the claims in `claims` (used for Events); records the
-/// claims it wrote Failed in `failed`.
+/// claims it wrote Failed in `failed` and the join Secrets it deleted in `deleted`.
 ///
 /// # Errors
 /// The first failed write, with what was being done.
@@ -50,6 +55,7 @@ pub async fn act(
     plan: &Plan,
     claims: &[&NodeClaim],
     failed: &FailedClaims,
+    deleted: &DeletedSecrets,
 ) -> Result<()> {
     let client = &ctx.client;
     let (failing, other_statuses): (Vec<_>, Vec<_>) = plan
@@ -57,23 +63,36 @@ pub async fn act(
         .iter()
         .partition(|change| change.fails_the_claim());
     for change in failing {
-        if write_claim_status(ctx, change, claims).await? {
+        if write_claim_status(ctx, change, claims, &Patched::default()).await? {
             failed.record(&change.uid, key);
             publish_transition(ctx, change, claims).await;
         }
     }
-    if let Some(cluster) = &plan.add_cluster_finalizer
-        && write::add_finalizer::<Cluster>(client, MANAGER, cluster, CLUSTER_FINALIZER).await?
-            == Finalizers::Gone
-    {
-        tracing::debug!(cluster = %key, "the Cluster is gone; nothing is rented for it");
-        return Ok(());
+    // What this act's own guarded metadata patches made of each object's
+    // resourceVersion: a status decided from the version read is still the
+    // status of the version the patch made (the patch was guarded by the
+    // version read, and changed no field a status is decided from), so it is
+    // written guarded by the new version. Guarded by the old one it was a 409
+    // and a second reconcile for every new claim.
+    let mut patched = Patched::default();
+    if let Some(cluster) = &plan.add_cluster_finalizer {
+        match write::add_finalizer_written::<Cluster>(client, MANAGER, cluster, CLUSTER_FINALIZER)
+            .await?
+        {
+            (Finalizers::Gone, _) => {
+                tracing::debug!(cluster = %key, "the Cluster is gone; nothing is rented for it");
+                return Ok(());
+            }
+            (_, Some(written)) => patched.record(cluster, &written),
+            (_, None) => {}
+        }
     }
     for change in &plan.claim_metadata {
-        if patch_claim_metadata(ctx, change).await?.is_none() {
+        let Some(written) = patch_claim_metadata(ctx, change).await? else {
             tracing::debug!(claim = %change.target.name, "the claim is gone; nothing is rented for it");
             return Ok(());
-        }
+        };
+        patched.record(&change.target, &written);
     }
     for desired in &plan.write_secrets {
         match &desired.token {
@@ -95,13 +114,17 @@ pub async fn act(
         Some(InfraAction::Keep) | None => {}
     }
     for secret in &plan.delete_secrets {
+        // Deleted now or found gone (404): either way it is not to be deleted again.
         write::delete_if_present::<Secret>(client, secret).await?;
+        if let Some(uid) = &secret.uid {
+            deleted.record(uid, key);
+        }
     }
     for change in other_statuses {
         if released_while_going(change, claims) {
             continue;
         }
-        if write_claim_status(ctx, change, claims).await? {
+        if write_claim_status(ctx, change, claims, &patched).await? {
             publish_transition(ctx, change, claims).await;
         }
     }
@@ -111,7 +134,10 @@ pub async fn act(
     if let Some(change) = &plan.cluster_nodes {
         let mut status = change.cluster.status.clone().unwrap_or_default();
         status.nodes = Some(change.nodes);
-        write::replace_status(client, MANAGER, change.cluster.as_ref(), status).await?;
+        let mut decided_from = change.cluster.as_ref().clone();
+        decided_from.metadata.resource_version =
+            patched.version_of(&Seen::of(change.cluster.as_ref()));
+        write::replace_status(client, MANAGER, &decided_from, status).await?;
     }
     if let Some(cluster) = &plan.remove_cluster_finalizer {
         write::remove_finalizer::<Cluster>(client, MANAGER, cluster, CLUSTER_FINALIZER).await?;
@@ -119,22 +145,54 @@ pub async fn act(
     Ok(())
 }
 
+/// The resourceVersions this act's own metadata patches made, by object.
+#[derive(Default)]
+struct Patched {
+    versions: BTreeMap<(String, String), (Option<String>, Option<String>)>,
+}
+
+impl Patched {
+    /// `seen` (as read) was patched into `written`.
+    fn record<K: Resource>(&mut self, seen: &Seen, written: &K) {
+        self.versions.insert(
+            (seen.namespace.clone(), seen.name.clone()),
+            (
+                seen.resource_version.clone(),
+                written.meta().resource_version.clone(),
+            ),
+        );
+    }
+
+    /// The version to guard a write decided from `seen` with: the one this
+    /// act's patch made of exactly that version, else the one read.
+    fn version_of(&self, seen: &Seen) -> Option<String> {
+        match self.versions.get(&(seen.namespace.clone(), seen.name.clone())) {
+            Some((read, written)) if *read == seen.resource_version => written.clone(),
+            _ => seen.resource_version.clone(),
+        }
+    }
+}
+
 /// Replaces a claim's status, guarded by the resourceVersion it was decided
-/// from; `false` when the claim is gone (its finalizer was already removed:
-/// nothing to report on).
+/// from (or the one this act's own metadata patch made of it, see
+/// [`Patched`]); `false` when the claim is gone (its finalizer was already
+/// removed: nothing to report on).
 async fn write_claim_status(
     ctx: &Context,
     change: &ClaimStatusChange,
     claims: &[&NodeClaim],
+    patched: &Patched,
 ) -> Result<bool> {
     let Some(claim) = find_claim(claims, change) else {
         return Ok(false);
     };
     let mut decided_from = claim.clone();
-    decided_from
-        .metadata
-        .resource_version
-        .clone_from(&change.resource_version);
+    decided_from.metadata.resource_version = patched.version_of(&Seen {
+        namespace: change.namespace.clone(),
+        name: change.name.clone(),
+        resource_version: change.resource_version.clone(),
+        ..Seen::default()
+    });
     let written =
         write::replace_status(&ctx.client, MANAGER, &decided_from, change.status.clone()).await?;
     Ok(written.is_some())

@@ -31,6 +31,7 @@ pub mod adopt;
 pub mod compose;
 pub mod conditions;
 pub mod decide;
+pub mod deleted;
 pub mod events;
 pub mod failed;
 pub mod root;
@@ -100,6 +101,8 @@ struct Runtime {
     stores: Stores,
     /// Claims written Failed that the cache may not show so yet.
     failed: failed::FailedClaims,
+    /// Join Secrets deleted that the cache may still show.
+    deleted: deleted::DeletedSecrets,
 }
 
 impl Shell for Runtime {
@@ -134,6 +137,7 @@ pub fn controller(
         ctx: ctx.clone(),
         stores: stores.clone(),
         failed: failed::FailedClaims::default(),
+        deleted: deleted::DeletedSecrets::default(),
     });
 
     let by_cluster =
@@ -371,7 +375,12 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         guest_holders: &guest_holders,
         now,
     };
-    let plan = decide::decide(&observed);
+    let mut plan = decide::decide(&observed);
+    // A Secret this controller deleted and the cache still shows is gone:
+    // deleting it again would only get a 404.
+    let deleted = runtime.deleted.still_cached(key, &secret_refs);
+    plan.delete_secrets
+        .retain(|s| s.uid.as_ref().is_none_or(|uid| !deleted.contains(uid)));
     if !plan.is_empty() {
         tracing::debug!(
             infra = ?plan.infra.as_ref().map(std::mem::discriminant),
@@ -380,7 +389,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             statuses = plan.claim_statuses.len(),
             "acting"
         );
-        act::act(ctx, key, &plan, &claim_refs, &runtime.failed).await?;
+        act::act(ctx, key, &plan, &claim_refs, &runtime.failed, &runtime.deleted).await?;
     }
     let until_deadline = plan
         .requeue_at

@@ -83,7 +83,26 @@ pub struct Writes {
     pub by_kind: BTreeMap<(String, String, String), u64>,
     /// Requests answered 409 Conflict.
     pub conflicts: u64,
+    /// 409s by who was refused and whose write to the same object came last
+    /// before it: (refused writer verb resource, last writer verb resource).
+    pub conflicts_after: BTreeMap<(String, String), u64>,
     pub total: u64,
+}
+
+/// The object a request addresses: its path without the query and the
+/// `/status` subresource (a create addresses its collection).
+fn object_of(uri: &str) -> &str {
+    let path = uri.split_once('?').map_or(uri, |(path, _)| path);
+    path.strip_suffix("/status").unwrap_or(path)
+}
+
+fn writer_of(r: &RequestRecord) -> String {
+    let writer = if r.field_manager.is_empty() {
+        "-"
+    } else {
+        r.field_manager.as_str()
+    };
+    format!("{writer} {} {}", r.verb, r.resource)
 }
 
 impl Writes {
@@ -91,8 +110,24 @@ impl Writes {
     pub fn of_manager(log: &[RequestRecord], driver: &str) -> Self {
         let mut by_kind = BTreeMap::new();
         let mut conflicts = 0;
+        let mut conflicts_after = BTreeMap::new();
+        // The last write to each object that the server took, anyone's.
+        let mut last_taken: BTreeMap<&str, &RequestRecord> = BTreeMap::new();
         for r in log {
-            if r.user_agent == driver || r.field_manager == driver {
+            let object = object_of(&r.uri);
+            let driven = r.user_agent == driver || r.field_manager == driver;
+            if r.status == 409 && !driven {
+                let before = last_taken
+                    .get(object)
+                    .map_or_else(|| "(none)".to_owned(), |w| writer_of(w));
+                *conflicts_after
+                    .entry((writer_of(r), before))
+                    .or_default() += 1;
+            }
+            if (200..300).contains(&r.status) {
+                last_taken.insert(object, r);
+            }
+            if driven {
                 continue;
             }
             let writer = if r.field_manager.is_empty() {
@@ -109,6 +144,7 @@ impl Writes {
         Self {
             by_kind,
             conflicts,
+            conflicts_after,
             total,
         }
     }
@@ -121,6 +157,12 @@ impl Writes {
                 "{indent}{writer:<22} {verb:<7} {resource:<28} {n:>7}  {:>6.2}/node",
                 per_node(*n)
             );
+        }
+        if !self.conflicts_after.is_empty() {
+            println!("{indent}409 Conflicts, by the refused write <- the last write the object took before it:");
+        }
+        for ((refused, before), n) in &self.conflicts_after {
+            println!("{indent}  {n:>6}  {refused:<50} <- {before}");
         }
     }
 }

@@ -113,24 +113,22 @@ pub fn observe(
         Some(ComputeContractPhase::Released) => {
             (reason::RELEASED, "the machine is released".to_owned())
         }
-        // One message for every step of a rent that goes on, so a
+        // One message for every step of a rent that goes on, from the
+        // entry composed (no contract status yet) to the guest accepted, so a
         // contract's steps are not each a write of the claim (its own phase
         // says how far it is).
-        Some(
+        None
+        | Some(
             ComputeContractPhase::Pending
             | ComputeContractPhase::Bidding
             | ComputeContractPhase::Accepted,
         ) => (
             reason::RENTING,
-            "the market is renting a machine (the ComputeContract's phase says how far)".to_owned(),
+            "a machine is being rented (the ComputeContract's phase says how far)".to_owned(),
         ),
         Some(p) => (
             reason::RENTING,
             format!("the market is renting a machine (contract {p:?})"),
-        ),
-        None => (
-            reason::RENTING,
-            "waiting for the Infra controller to write the ComputeContract".to_owned(),
         ),
     };
     settled(ConditionStatus::False, reason, message)
