@@ -19,6 +19,7 @@ pub mod market_adapter;
 pub mod message;
 pub mod metrics;
 pub mod nodeclaim;
+pub mod own_writes;
 pub mod reconciler;
 pub mod record;
 pub mod requester;

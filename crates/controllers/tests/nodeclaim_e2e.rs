@@ -384,7 +384,7 @@ async fn a_claim_is_written_once_per_step_of_its_own() {
     phases.retain(|p| p != "Deployed");
     assert_eq!(
         phases,
-        ["Requesting", "Requesting", "Joined", "Releasing"],
-        "entry written, contract renting, node joined, releasing"
+        ["Requesting", "Joined", "Releasing"],
+        "entry written (one Renting message until the guest runs), node joined, releasing"
     );
 }

@@ -437,18 +437,16 @@ async fn a_contract_that_goes_well_is_written_once_per_step() {
     // The local market may report a guest on the network before its node
     // registers: one Deployed write or two.
     phases.dedup_by(|later, earlier| later == "Deployed" && earlier == "Deployed");
+    // A guest that is up by the first poll after the acceptance is written
+    // Deployed at once, with no Accepted write (a slow machine sees that).
+    let accepted = phases.iter().filter(|p| *p == "Accepted").count();
+    assert!(accepted <= 1, "{phases:?}");
+    phases.retain(|p| p != "Accepted");
     assert_eq!(
         phases,
-        [
-            "Pending",
-            "Bidding",
-            "Bidding",
-            "Accepted",
-            "Deployed",
-            "Releasing",
-            "Released"
-        ],
-        "pending, RFP published, winner chosen, accepted, deployed (and the release's generation), releasing, released"
+        ["Bidding", "Bidding", "Deployed", "Released"],
+        "bid window opened before the publish, winner chosen before it is accepted, (accepted \
+         while the guest boots), deployed, released: the release and the market's confirmation are one write"
     );
     controller.abort();
 }

@@ -35,12 +35,17 @@ use crate::write::{self, Seen};
 /// # Errors
 /// The first failed write, as [`Error::Kube`], once every write was tried; the
 /// Events of the writes that succeeded are still published.
-pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan) -> Result<()> {
+pub async fn act(
+    ctx: &Context,
+    infra: &Infra,
+    plan: &InfraPlan,
+    own_writes: &crate::own_writes::OwnWrites,
+) -> Result<()> {
     let namespace = infra
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let mut written = Written::default();
-    let outcome = write(ctx, infra, &namespace, plan, &mut written).await;
+    let outcome = write(ctx, infra, &namespace, plan, &mut written, own_writes).await;
     publish_events(ctx, infra, &namespace, plan, &written, outcome.is_ok()).await;
     outcome
 }
@@ -58,6 +63,7 @@ async fn write(
     namespace: &str,
     plan: &InfraPlan,
     written: &mut Written,
+    own_writes: &crate::own_writes::OwnWrites,
 ) -> Result<()> {
     let client = &ctx.client;
     let mut first_error = None;
@@ -95,11 +101,14 @@ async fn write(
     // Written even after a failed write: the rows it records are what was
     // observed and decided, and a write that failed is decided again next
     // time. Without it a long list of contracts already gone never shrinks.
-    if let Some(status) = &plan.status
-        && let Err(error) =
-            write::replace_status(client, IDENTITY.manager, infra, status.clone()).await
-    {
-        first_error.get_or_insert(error);
+    if let Some(status) = &plan.status {
+        match write::replace_status(client, IDENTITY.manager, infra, status.clone()).await {
+            Ok(Some(new)) => own_writes.wrote(infra.metadata.resource_version.as_deref(), &new),
+            Ok(None) => {}
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
     }
     first_error.map_or(Ok(()), Err)
 }

@@ -50,6 +50,9 @@ use decide::InfraPlan;
 
 /// The `controller` label of this reconciler's metrics.
 const METRICS_LABEL: &str = "infra";
+/// How soon an Infra whose cached copy its own status write replaced looks
+/// again, should that write's event not come (a broken watch).
+const STALE_RECHECK: Duration = Duration::from_secs(1);
 
 /// The name the controller reports Events under.
 pub const REPORTER: &str = "socialweb-infra";
@@ -70,6 +73,8 @@ struct Reconciler {
     indexes: Indexes,
     claims: Store<NodeClaim>,
     records: Store<AtprotoRecord>,
+    /// The Infra versions this controller's own status writes replaced.
+    own_writes: crate::own_writes::OwnWrites,
     ready: CacheReadiness,
 }
 
@@ -102,6 +107,7 @@ pub fn controller(
         indexes: caches.indexes.clone(),
         claims: caches.nodeclaims.store(),
         records: caches.atproto_records.store(),
+        own_writes: crate::own_writes::OwnWrites::default(),
         ready: caches.readiness(),
     });
     reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
@@ -134,6 +140,11 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     state.ready.wait().await;
     let ctx = &state.ctx;
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
+    if state.own_writes.is_behind(infra.as_ref()) {
+        // Its own last status write replaced this copy: deciding from it
+        // would write that status again (a 409). That write's event wakes it.
+        return Ok(Action::requeue(STALE_RECHECK));
+    }
     let namespace = infra
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
@@ -168,7 +179,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .iter()
         .any(|f| f == INFRA_RELEASE_FINALIZER);
     if infra.metadata.deletion_timestamp.is_some() && has_finalizer && !plan.finalized {
-        act_all(ctx, &infra, &plan, &record_plan).await?;
+        act_all(ctx, &state.own_writes, &infra, &plan, &record_plan).await?;
         return Ok(action(&plan));
     }
 
@@ -176,7 +187,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     finalizer(&api, INFRA_RELEASE_FINALIZER, infra, |event| async {
         match event {
             FinalizerEvent::Apply(infra) | FinalizerEvent::Cleanup(infra) => {
-                act_all(ctx, &infra, &plan, &record_plan).await?;
+                act_all(ctx, &state.own_writes, &infra, &plan, &record_plan).await?;
                 Ok(action(&plan))
             }
         }
@@ -198,11 +209,12 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
 /// Writes the contracts' plan, then the AtprotoRecord's; the first error is returned.
 async fn act_all(
     ctx: &Context,
+    own_writes: &crate::own_writes::OwnWrites,
     infra: &Infra,
     plan: &InfraPlan,
     record_plan: &record::RecordPlan,
 ) -> Result<()> {
-    let contracts = act::act(ctx, infra, plan).await;
+    let contracts = act::act(ctx, infra, plan, own_writes).await;
     let records = record::act(ctx, infra, record_plan).await;
     contracts.and(records)
 }

@@ -36,6 +36,7 @@ use super::deleted::DeletedSecrets;
 use super::events::NodeClaimEvent;
 use super::failed::FailedClaims;
 use super::secrets::new_token;
+use crate::own_writes::OwnWrites;
 use std::collections::BTreeMap;
 
 use crate::Result;
@@ -56,6 +57,7 @@ pub async fn act(
     claims: &[&NodeClaim],
     failed: &FailedClaims,
     deleted: &DeletedSecrets,
+    own_writes: &OwnWrites,
 ) -> Result<()> {
     let client = &ctx.client;
     let (failing, other_statuses): (Vec<_>, Vec<_>) = plan
@@ -63,7 +65,7 @@ pub async fn act(
         .iter()
         .partition(|change| change.fails_the_claim());
     for change in failing {
-        if write_claim_status(ctx, change, claims, &Patched::default()).await? {
+        if write_claim_status(ctx, change, claims, &Patched::default(), own_writes).await? {
             failed.record(&change.uid, key);
             publish_transition(ctx, change, claims).await;
         }
@@ -83,7 +85,10 @@ pub async fn act(
                 tracing::debug!(cluster = %key, "the Cluster is gone; nothing is rented for it");
                 return Ok(());
             }
-            (_, Some(written)) => patched.record(cluster, &written),
+            (_, Some(written)) => {
+                own_writes.wrote(cluster.resource_version.as_deref(), &written);
+                patched.record(cluster, &written);
+            }
             (_, None) => {}
         }
     }
@@ -92,6 +97,7 @@ pub async fn act(
             tracing::debug!(claim = %change.target.name, "the claim is gone; nothing is rented for it");
             return Ok(());
         };
+        own_writes.wrote(change.target.resource_version.as_deref(), &written);
         patched.record(&change.target, &written);
     }
     for desired in &plan.write_secrets {
@@ -124,7 +130,7 @@ pub async fn act(
         if released_while_going(change, claims) {
             continue;
         }
-        if write_claim_status(ctx, change, claims, &patched).await? {
+        if write_claim_status(ctx, change, claims, &patched, own_writes).await? {
             publish_transition(ctx, change, claims).await;
         }
     }
@@ -137,7 +143,10 @@ pub async fn act(
         let mut decided_from = change.cluster.as_ref().clone();
         decided_from.metadata.resource_version =
             patched.version_of(&Seen::of(change.cluster.as_ref()));
-        write::replace_status(client, MANAGER, &decided_from, status).await?;
+        if let Some(written) = write::replace_status(client, MANAGER, &decided_from, status).await?
+        {
+            own_writes.wrote(decided_from.metadata.resource_version.as_deref(), &written);
+        }
     }
     if let Some(cluster) = &plan.remove_cluster_finalizer {
         write::remove_finalizer::<Cluster>(client, MANAGER, cluster, CLUSTER_FINALIZER).await?;
@@ -166,7 +175,10 @@ impl Patched {
     /// The version to guard a write decided from `seen` with: the one this
     /// act's patch made of exactly that version, else the one read.
     fn version_of(&self, seen: &Seen) -> Option<String> {
-        match self.versions.get(&(seen.namespace.clone(), seen.name.clone())) {
+        match self
+            .versions
+            .get(&(seen.namespace.clone(), seen.name.clone()))
+        {
             Some((read, written)) if *read == seen.resource_version => written.clone(),
             _ => seen.resource_version.clone(),
         }
@@ -182,6 +194,7 @@ async fn write_claim_status(
     change: &ClaimStatusChange,
     claims: &[&NodeClaim],
     patched: &Patched,
+    own_writes: &OwnWrites,
 ) -> Result<bool> {
     let Some(claim) = find_claim(claims, change) else {
         return Ok(false);
@@ -195,6 +208,9 @@ async fn write_claim_status(
     });
     let written =
         write::replace_status(&ctx.client, MANAGER, &decided_from, change.status.clone()).await?;
+    if let Some(written) = &written {
+        own_writes.wrote(decided_from.metadata.resource_version.as_deref(), written);
+    }
     Ok(written.is_some())
 }
 

@@ -70,7 +70,8 @@ pub const IDENTITY: Identity = Identity {
 
 /// How soon a reconcile that waits for an object to disappear looks again:
 /// the shared caches tell of deletions, but one made while a watch was down
-/// comes only with the next re-list. Only teardowns wait this way.
+/// comes only with the next re-list. Teardowns wait this way, and a
+/// reconcile whose cache has not shown its own last write yet.
 const TEARDOWN_RECHECK: Duration = Duration::from_secs(1);
 
 /// The controller label of this reconciler's metrics.
@@ -103,6 +104,8 @@ struct Runtime {
     failed: failed::FailedClaims,
     /// Join Secrets deleted that the cache may still show.
     deleted: deleted::DeletedSecrets,
+    /// The claim and Cluster versions this controller's own writes replaced.
+    own_writes: crate::own_writes::OwnWrites,
 }
 
 impl Shell for Runtime {
@@ -138,6 +141,7 @@ pub fn controller(
         stores: stores.clone(),
         failed: failed::FailedClaims::default(),
         deleted: deleted::DeletedSecrets::default(),
+        own_writes: crate::own_writes::OwnWrites::default(),
     });
 
     let by_cluster =
@@ -337,6 +341,14 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             .objects(&infra_name, &stores.secrets),
     );
     let claim_refs: Vec<&NodeClaim> = claims.iter().map(AsRef::as_ref).collect();
+    let own = &runtime.own_writes;
+    if claim_refs.iter().any(|c| own.is_behind(*c))
+        || cluster.as_deref().is_some_and(|c| own.is_behind(c))
+    {
+        // Its own last write replaced one of these copies: deciding from it
+        // would write that step again (a 409). That write's event wakes the key.
+        return Ok(Action::requeue(TEARDOWN_RECHECK));
+    }
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
     let now = ctx.now();
@@ -389,7 +401,16 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             statuses = plan.claim_statuses.len(),
             "acting"
         );
-        act::act(ctx, key, &plan, &claim_refs, &runtime.failed, &runtime.deleted).await?;
+        act::act(
+            ctx,
+            key,
+            &plan,
+            &claim_refs,
+            &runtime.failed,
+            &runtime.deleted,
+            own,
+        )
+        .await?;
     }
     let until_deadline = plan
         .requeue_at

@@ -31,6 +31,7 @@ fn runtime(registry: &mut Registry) -> Arc<Runtime> {
         infras: caches.infras.store(),
         indexes: caches.indexes.clone(),
         count_pace: super::root::count_pace::CountPace::default(),
+        own_writes: crate::own_writes::OwnWrites::default(),
         ready: caches.readiness(),
     })
 }

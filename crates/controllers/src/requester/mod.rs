@@ -122,6 +122,8 @@ pub(crate) struct Runtime {
     indexes: Indexes,
     /// When each Requester's status was last written.
     count_pace: root::count_pace::CountPace,
+    /// The contract versions this controller's own writes replaced.
+    own_writes: crate::own_writes::OwnWrites,
     ready: CacheReadiness,
 }
 
@@ -180,6 +182,7 @@ pub fn controller(
         infras: caches.infras.store(),
         indexes: caches.indexes.clone(),
         count_pace: root::count_pace::CountPace::default(),
+        own_writes: crate::own_writes::OwnWrites::default(),
         ready: caches.readiness(),
     });
     let concurrency = ctx.concurrency;

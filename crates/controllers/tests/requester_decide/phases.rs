@@ -15,8 +15,28 @@ use crate::time;
 fn a_new_contract_publishes_its_request_for_proposal() {
     let s = step(&contract(), &ready(), t0(), Observation::Nothing);
     assert_eq!(s.command, Some(Command::Publish));
-    assert_eq!(s.status.phase, Some(Phase::Pending));
+    // Bidding is decided (and written) before the publish, and a publish
+    // that goes well changes nothing more: one status write, not two.
+    assert_eq!(s.status.phase, Some(Phase::Bidding));
     assert_eq!(s.status.observed_generation, Some(1));
+    let c = apply(&contract(), &s);
+    let published = step(&c, &ready(), t0(), Observation::Published);
+    assert_eq!(Some(&published.status), c.status.as_ref());
+    // A publish that fails leaves the contract Pending, retried later.
+    let failed = step(
+        &c,
+        &ready(),
+        t0(),
+        Observation::Failed {
+            operation: Operation::Publish,
+            failure: super::decide::MarketFailure {
+                kind: FailureKind::Retryable,
+                message: "market down".to_owned(),
+            },
+        },
+    );
+    assert_eq!(failed.status.phase, Some(Phase::Pending));
+    assert!(failed.command.is_none());
 }
 
 #[test]

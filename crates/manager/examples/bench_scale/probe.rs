@@ -120,9 +120,7 @@ impl Writes {
                 let before = last_taken
                     .get(object)
                     .map_or_else(|| "(none)".to_owned(), |w| writer_of(w));
-                *conflicts_after
-                    .entry((writer_of(r), before))
-                    .or_default() += 1;
+                *conflicts_after.entry((writer_of(r), before)).or_default() += 1;
             }
             if (200..300).contains(&r.status) {
                 last_taken.insert(object, r);
@@ -159,7 +157,9 @@ impl Writes {
             );
         }
         if !self.conflicts_after.is_empty() {
-            println!("{indent}409 Conflicts, by the refused write <- the last write the object took before it:");
+            println!(
+                "{indent}409 Conflicts, by the refused write <- the last write the object took before it:"
+            );
         }
         for ((refused, before), n) in &self.conflicts_after {
             println!("{indent}  {n:>6}  {refused:<50} <- {before}");

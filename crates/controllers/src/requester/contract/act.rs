@@ -1,13 +1,20 @@
 //! The thin, effectful half of the contract controller: reads the cache, runs
-//! [`decide`] and performs what it says: the receipt annotation, ONE status
-//! patch per changed step, the market call, an Event on a transition, the
-//! TTL delete, and the removal of the release finalizer once a deleted
-//! contract is Released.
+//! [`decide`] and performs what it says: the receipt annotation, the status,
+//! the market call, an Event on a transition, the TTL delete, and the removal
+//! of the release finalizer once a deleted contract is Released.
+//!
+//! A status is written before a call that rents ([`Command::rents`]: that
+//! guarded write stops a stale copy from renting twice), before the
+//! finalizer goes, and once when the reconcile ends; across a read or a
+//! release it is carried to the answer, so a release and its confirmation,
+//! or an acceptance and the guest's first report, are one write. A reconcile
+//! whose cached copy this controller's own write already replaced waits for
+//! the cache ([`crate::own_writes`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, Receipt, names};
+use api::{ComputeContract, ComputeContractStatus, Receipt, names};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use market::RfpId;
@@ -29,6 +36,9 @@ use crate::{Error, Result};
 const MAX_STEPS: usize = 8;
 /// How soon a contract whose Requester's market cannot be built looks again.
 const MARKET_RETRY: Duration = Duration::from_secs(10);
+/// How soon a contract whose cached copy an own write replaced looks again,
+/// should the event of that write not come (a broken watch).
+const STALE_RECHECK: Duration = Duration::from_secs(1);
 
 /// Reconciles one ComputeContract. See [`super::decide`] for the lifecycle.
 ///
@@ -63,8 +73,19 @@ pub(in crate::requester) async fn reconcile_contract(
         Ttl::Wait(wait) => Some(wait),
         Ttl::NotFinished | Ttl::Owned => None,
     };
+    if rt.own_writes.is_behind(contract.as_ref()) {
+        // This controller already wrote over this copy: deciding from it
+        // would repeat that step (a 409 at best). Its own write's event wakes
+        // the contract once the cache has it.
+        return Ok(Action::requeue(STALE_RECHECK));
+    }
     let (view, handle, market_retry) = market_view(&rt, &contract, &namespace).await;
+    // The contract as decided so far: the server's copy (metadata and
+    // resourceVersion, which guard the writes) with the status last decided,
+    // written or not yet.
     let mut current = (*contract).clone();
+    // The status the server holds, as far as this reconcile knows.
+    let mut on_server = current.status.clone();
     // Whether `current` is what the server answered to a write of this
     // reconcile (fresh), rather than the cache's copy (possibly behind).
     let mut fresh = false;
@@ -78,32 +99,36 @@ pub(in crate::requester) async fn reconcile_contract(
         };
         let step = decide(inputs, observation);
         if let Some(receipt) = &step.record_receipt {
-            let Some(written) = write_receipt_annotation(&ctx.client, &current, receipt).await?
+            let read = current.metadata.resource_version.clone();
+            let Some(mut written) =
+                write_receipt_annotation(&ctx.client, &current, receipt).await?
             else {
                 return Ok(Action::await_change());
             };
+            rt.own_writes.wrote(read.as_deref(), &written);
+            on_server = written.status.take();
+            written.status = current.status.take();
             current = written;
             fresh = true;
         }
-        if current.status.as_ref() != Some(&step.status) {
-            let old = current.status.clone();
-            let Some(written) =
-                write::replace_status(&ctx.client, MANAGER, &current, step.status.clone()).await?
-            else {
+        current.status = Some(step.status.clone());
+        // A status decided before a call that rents (publish, accept, adopt)
+        // is written before it: that write, guarded by the resourceVersion,
+        // is what stops a stale copy from renting twice. Before a read or a
+        // release (which may be sent again) the status is carried to the
+        // answer and written once, with it.
+        let write_now = step.remove_finalizer || step.command.as_ref().is_none_or(Command::rents);
+        if write_now && current.status != on_server {
+            let Some(written) = write_status(&rt, &current, on_server.as_ref()).await? else {
                 // Gone meanwhile (the cache was behind its deletion): nothing is left to run.
                 return Ok(Action::await_change());
             };
             current = written;
+            on_server = current.status.clone();
             fresh = true;
-            if let Some(event) = transition_event(old.as_ref(), &step.status) {
-                publish_event(&rt, &current, event).await;
-            }
-            if let Some(outcome) = release_finished(old.as_ref(), &step.status) {
-                ctx.metrics.contract_released(outcome);
-            }
         }
         if step.remove_finalizer {
-            remove_release_finalizer(&ctx.client, &current).await?;
+            remove_release_finalizer(&rt, &current).await?;
             return Ok(Action::await_change());
         }
         let Some(command) = step.command else {
@@ -120,9 +145,9 @@ pub(in crate::requester) async fn reconcile_contract(
             return Ok(Action::await_change());
         };
         if matches!(command, Command::Publish) && !fresh && cache_is_behind(ctx, &current).await? {
-            // A copy older than this controller's own last write (a Pending
-            // written, Bidding not yet seen) would publish the RFP again;
-            // the newer copy is on its way and wakes this contract.
+            // A copy older than this controller's own last write (a Bidding
+            // written, the copy with it not yet seen) would publish the RFP
+            // again; the newer copy is on its way and wakes this contract.
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
         let started = std::time::Instant::now();
@@ -131,7 +156,41 @@ pub(in crate::requester) async fn reconcile_contract(
         ctx.metrics
             .observe_market(operation.as_str(), started.elapsed());
     }
+    if current.status != on_server
+        && write_status(&rt, &current, on_server.as_ref())
+            .await?
+            .is_none()
+    {
+        return Ok(Action::await_change());
+    }
     Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// Writes `current`'s status over `on_server` (guarded by `current`'s
+/// resourceVersion), records the write, and publishes the transition's Event
+/// and metric. `None` when the contract is gone.
+async fn write_status(
+    rt: &Runtime,
+    current: &ComputeContract,
+    on_server: Option<&ComputeContractStatus>,
+) -> Result<Option<ComputeContract>> {
+    let Some(status) = current.status.clone() else {
+        return Ok(Some(current.clone()));
+    };
+    let Some(written) =
+        write::replace_status(&rt.ctx.client, MANAGER, current, status.clone()).await?
+    else {
+        return Ok(None);
+    };
+    rt.own_writes
+        .wrote(current.metadata.resource_version.as_deref(), &written);
+    if let Some(note) = transition_event(on_server, &status) {
+        publish_event(rt, &written, note).await;
+    }
+    if let Some(outcome) = release_finished(on_server, &status) {
+        rt.ctx.metrics.contract_released(outcome);
+    }
+    Ok(Some(written))
 }
 
 /// Whether the server holds a newer version of `contract` than the copy
@@ -322,9 +381,9 @@ async fn write_receipt_annotation(
 /// lets it go. Guarded by the resourceVersion of the object decide saw
 /// Released, so a stale view is refused (409) instead of dropping the
 /// finalizer of a newer object.
-async fn remove_release_finalizer(client: &kube::Client, contract: &ComputeContract) -> Result<()> {
+async fn remove_release_finalizer(rt: &Runtime, contract: &ComputeContract) -> Result<()> {
     write::remove_finalizer::<ComputeContract>(
-        client,
+        &rt.ctx.client,
         MANAGER,
         &Seen::of(contract),
         names::CONTRACT_RELEASE_FINALIZER,

@@ -5,9 +5,15 @@
 //! # Expected flow
 //!
 //! `act` calls [`decide`] with [`Observation::Nothing`], writes the receipt
-//! annotation and the status if they changed, performs the returned
-//! [`Command`], and calls [`decide`] again with the market's answer, until no
-//! command is left. Nothing here does I/O or reads a clock.
+//! annotation if it changed and the status if it changed and the returned
+//! [`Command`] rents ([`Command::rents`]), performs the command, and calls
+//! [`decide`] again with the market's answer, until no command is left; then
+//! it writes the status once. Nothing here does I/O or reads a clock.
+//!
+//! A contract goes from no status straight to Bidding: the bid window is
+//! opened before the publish (that is the status written before it), and a
+//! publish that goes well changes nothing more; one that fails puts it back
+//! to Pending.
 //!
 //! # Guarantees
 //!
@@ -315,6 +321,7 @@ impl<'a> Draft<'a> {
 
     fn start_bidding(&mut self) -> Next {
         if self.slot_free() {
+            self.open_bidding();
             return Next::Call(Command::Publish);
         }
         self.ready_reason = Some(cond::MAX_IN_FLIGHT);

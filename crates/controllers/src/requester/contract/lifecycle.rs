@@ -97,6 +97,15 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether the call rents (publishes, accepts, takes over): the status
+    /// decided before it is written before it, so a stale copy of the
+    /// contract cannot make it a second time. The others read, or release
+    /// (which is sent again until the market confirms, and harmless twice).
+    #[must_use]
+    pub const fn rents(&self) -> bool {
+        matches!(self, Self::Publish | Self::Accept(_) | Self::Adopt(_))
+    }
+
     /// The operation this command performs.
     #[must_use]
     pub const fn operation(&self) -> Operation {

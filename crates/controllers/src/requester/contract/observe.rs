@@ -70,7 +70,26 @@ impl Draft<'_> {
         Next::Wait(None)
     }
 
+    /// The RFP is published: the bid window opened before the call (see
+    /// [`Draft::open_bidding`]) stays as it was written, so a publish that
+    /// goes well writes nothing more.
     fn published(&mut self) -> Next {
+        self.open_bidding();
+        let Some(end) = self.window_end() else {
+            return Next::Wait(None);
+        };
+        if end > self.now {
+            Next::Wait(Some(until(end, self.now)))
+        } else {
+            Next::Call(Command::CollectBids)
+        }
+    }
+
+    /// Phase Bidding with its window opened now, unless it is open already:
+    /// decided before the publish and written before it (the write that
+    /// keeps a stale copy from publishing again), so Pending and Bidding are
+    /// one status write, not two.
+    pub(super) fn open_bidding(&mut self) {
         self.status.next_attempt_at = None;
         let already_bidding = self.phase() == Phase::Bidding && self.window_end().is_some();
         if !already_bidding {
@@ -84,7 +103,7 @@ impl Draft<'_> {
             );
         }
         let Some(end) = self.window_end() else {
-            return Next::Wait(None);
+            return;
         };
         let message = format!(
             "the request for proposal is published; collecting bids until {}",
@@ -92,11 +111,6 @@ impl Draft<'_> {
         );
         self.set(cond::BIDDING, S::True, cond::RFP_PUBLISHED, &message);
         self.message(message);
-        if end > self.now {
-            Next::Wait(Some(until(end, self.now)))
-        } else {
-            Next::Call(Command::CollectBids)
-        }
     }
 
     fn bids(&mut self, bids: &[Bid]) -> Next {
@@ -413,6 +427,10 @@ impl Draft<'_> {
         self.status.next_attempt_at = Some(to_time(retry_at));
         if self.receipt.is_none() && self.status.winner.is_none() {
             self.set(cond::BIDDING, S::False, cond::MARKET_UNAVAILABLE, &message);
+            if matches!(operation, Operation::Publish) && self.phase() == Phase::Bidding {
+                // The bid window was opened before the publish that failed.
+                self.status.phase = Some(Phase::Pending);
+            }
         }
         self.message(message);
         Next::Wait(Some(until(retry_at, self.now)))
