@@ -163,7 +163,8 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         claims: &seen,
         now: ctx.now(),
     });
-    // spec.record: the AtprotoRecord goes after every contract (plan 0028 order), before the finalizer.
+    // spec.record: the AtprotoRecord goes after every contract and before the
+    // finalizer (the Infra delete order, docs/infra-lifecycle.md).
     let existing_record = record::observe(ctx, &state.records, &infra, plan.finalized).await?;
     let record_plan = record::decide(&infra, existing_record.as_deref(), plan.finalized);
     if plan.finalized && !record_plan.gone {

@@ -11,7 +11,7 @@
 //!   applied first; once that version is observed the object is deleted with
 //!   its uid and resourceVersion as preconditions (so a re-bind in between
 //!   wins), and the Event RecordKept says the record stays published.
-//! - Deleting Infra: nothing until its contracts are all gone (the plan 0028
+//! - Deleting Infra: nothing until its contracts are all gone (the Infra delete
 //!   order, [`super::decide::decide_deleting`]); then the object is deleted
 //!   (policy Delete, or Orphan if `spec.record` was already removed), and
 //!   the Infra's finalizer waits until it is gone.

@@ -11,7 +11,7 @@
 //! Deleting object: policy Orphan lets go without calling the PDS; policy
 //! Delete deletes the record, but while its Infra is being deleted (or is
 //! gone) only once no contract of it remains, so the record outlives every
-//! release (the plan 0028 order) however the object came to be deleted
+//! release (the Infra delete order, docs/infra-lifecycle.md) however the object came to be deleted
 //! (the Infra controller, the garbage collector's foreground deletion, a
 //! namespace deletion). Nothing was ever written while `status.repository`
 //! is unset (act records it before the first putRecord), so such an object
