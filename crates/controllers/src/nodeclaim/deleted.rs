@@ -15,24 +15,24 @@
 //! is a new uid and is decided afresh. A restarted controller needs none: its
 //! first list does not hold a deleted Secret.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
+use super::awaited::AwaitedUids;
 use super::compose::ClusterKey;
 
 /// The uids of join Secrets deleted whose deletion the cache may not show yet.
 #[derive(Debug, Default)]
 pub struct DeletedSecrets {
-    uids: Mutex<BTreeMap<String, ClusterKey>>,
+    uids: AwaitedUids,
 }
 
 impl DeletedSecrets {
     /// Records that the Secret `uid` of Cluster `key` was deleted (or found gone).
     pub fn record(&self, uid: &str, key: &ClusterKey) {
-        self.lock().insert(uid.to_owned(), key.clone());
+        self.uids.record(uid, key);
     }
 
     /// The uids of `key`'s Secrets deleted already that the cache (`cached`:
@@ -41,19 +41,7 @@ impl DeletedSecrets {
     #[must_use]
     pub fn still_cached(&self, key: &ClusterKey, cached: &[&Secret]) -> BTreeSet<String> {
         let present: BTreeSet<String> = cached.iter().filter_map(|s| s.uid()).collect();
-        let mut uids = self.lock();
-        uids.retain(|uid, of| of != key || present.contains(uid));
-        uids.iter()
-            .filter(|(_, of)| *of == key)
-            .map(|(uid, _)| uid.clone())
-            .collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ClusterKey>> {
-        // The map stays consistent whatever panicked while holding it.
-        self.uids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.uids.still_lagging(key, &present)
     }
 }
 
@@ -93,8 +81,8 @@ mod tests {
             "forgotten once the cache dropped it: a Secret seen again is decided afresh"
         );
         // Another Cluster's record is kept until that Cluster's reconcile.
-        assert!(deleted.lock().contains_key("z"));
+        assert!(deleted.uids.contains("z"));
         assert!(deleted.still_cached(&key("c2"), &[]).is_empty());
-        assert!(deleted.lock().is_empty());
+        assert!(deleted.uids.is_empty());
     }
 }

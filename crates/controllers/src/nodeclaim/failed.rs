@@ -17,24 +17,24 @@
 //! first list already holds every status written before (the Failed status is
 //! written before the entry is removed, see [`super::act`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::BTreeSet;
 
 use api::{NodeClaim, NodeClaimPhase};
 use kube::ResourceExt;
 
+use super::awaited::AwaitedUids;
 use super::compose::ClusterKey;
 
 /// The uids of claims written Failed whose cached status may not say so yet.
 #[derive(Debug, Default)]
 pub struct FailedClaims {
-    uids: Mutex<BTreeMap<String, ClusterKey>>,
+    uids: AwaitedUids,
 }
 
 impl FailedClaims {
     /// Records that the claim `uid` of Cluster `key` was written Failed.
     pub fn record(&self, uid: &str, key: &ClusterKey) {
-        self.lock().insert(uid.to_owned(), key.clone());
+        self.uids.record(uid, key);
     }
 
     /// The uids of `key`'s claims written Failed that the cache (`cached`: every
@@ -46,19 +46,7 @@ impl FailedClaims {
             .filter(|c| c.status.as_ref().and_then(|s| s.phase) != Some(NodeClaimPhase::Failed))
             .filter_map(|c| c.uid())
             .collect();
-        let mut uids = self.lock();
-        uids.retain(|uid, of| of != key || lagging.contains(uid));
-        uids.iter()
-            .filter(|(_, of)| *of == key)
-            .map(|(uid, _)| uid.clone())
-            .collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ClusterKey>> {
-        // The map stays consistent whatever panicked while holding it.
-        self.uids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.uids.still_lagging(key, &lagging)
     }
 }
 
@@ -101,10 +89,10 @@ mod tests {
             "forgotten once seen"
         );
         // Another Cluster's record is kept until that Cluster's reconcile.
-        assert!(failed.lock().contains_key("z"));
+        assert!(failed.uids.contains("z"));
         assert_eq!(failed.unseen(&key("c2"), &[]), BTreeSet::new());
         assert!(
-            failed.lock().is_empty(),
+            failed.uids.is_empty(),
             "a claim gone from the cache is forgotten"
         );
     }

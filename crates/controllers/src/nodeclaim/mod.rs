@@ -28,6 +28,7 @@
 
 pub mod act;
 pub mod adopt;
+mod awaited;
 pub mod compose;
 pub mod conditions;
 pub mod decide;
