@@ -7,7 +7,7 @@
 //! | a new object the cache may not show yet (a join Secret's token) | [`create`] | 409 when it exists | — |
 //! | status | [`replace_status`]: replace of the status subresource, only when changed | the resourceVersion it was decided from | `None` |
 //! | finalizers, annotations, ownerReferences | [`patch_metadata`], [`add_finalizer`], [`remove_finalizer`]: a merge patch | the resourceVersion read | `None` / [`Finalizers::Gone`] |
-//! | delete | [`delete_if_present`] | the uid (and resourceVersion) read | done |
+//! | delete | [`delete_if_present`], [`delete`] | the uid (and resourceVersion) read | done |
 //!
 //! Every write is made under the controller's field manager
 //! (`api::names::*_MANAGER`), passed in by the caller.
@@ -357,6 +357,30 @@ pub async fn remove_finalizer<K: Object>(
 /// The delete failed; a 409 means another object of that name, or a newer
 /// version of it, is there now.
 pub async fn delete_if_present<K: Object>(client: &Client, seen: &Seen) -> Result<bool> {
+    Ok(!matches!(
+        delete::<K>(client, seen).await?,
+        Deleted::AlreadyGone
+    ))
+}
+
+/// What a [`delete`] did.
+#[derive(Clone, Debug)]
+pub enum Deleted<K> {
+    /// Nothing was there (404): done before.
+    AlreadyGone,
+    /// The object went at once.
+    Removed,
+    /// Finalizers keep the object: it is marked for deletion, as returned
+    /// (its new resourceVersion is what a cache shows once it catches up).
+    Marked(K),
+}
+
+/// Deletes the object `seen` as [`delete_if_present`] does, and says whether
+/// finalizers keep it for now (with the object the server now holds).
+///
+/// # Errors
+/// As [`delete_if_present`].
+pub async fn delete<K: Object>(client: &Client, seen: &Seen) -> Result<Deleted<K>> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: seen.uid.clone(),
@@ -368,8 +392,8 @@ pub async fn delete_if_present<K: Object>(client: &Client, seen: &Seen) -> Resul
         .delete(&seen.name, &params)
         .await
     {
-        Ok(_) => Ok(true),
-        Err(e) if is_gone(&e) => Ok(false),
+        Ok(answer) => Ok(answer.left().map_or(Deleted::Removed, Deleted::Marked)),
+        Err(e) if is_gone(&e) => Ok(Deleted::AlreadyGone),
         Err(e) => Err(Error::kube(
             format!("delete {}", describe::<K>(&seen.namespace, &seen.name)),
             e,

@@ -523,3 +523,42 @@ fn a_deleting_infra_with_an_unreadable_contract_deletes_nothing_and_keeps_its_fi
     world.hidden.clear();
     assert_eq!(world.plan().delete.len(), 2);
 }
+
+#[test]
+fn a_listed_contract_found_gone_is_created_again_only_once_the_infra_is_read_live() {
+    use controllers::infra::decide::{Observed, decide};
+    let world = World::deployed(&["node-a"]);
+    // The garbage collector removed the contract (a foreground deletion of
+    // the Infra) and the direct read found it gone; this copy of the Infra
+    // does not show the deletion yet.
+    let none = std::collections::BTreeSet::new();
+    let unconfirmed = Observed {
+        infra: &world.infra,
+        contracts: &[],
+        unreadable: &none,
+        claims: &world.claims,
+        now: world.now(),
+        infra_confirmed_live: false,
+    };
+    let plan = decide(&unconfirmed);
+    assert!(plan.apply.is_empty(), "{:?}", names(&plan.apply));
+    assert!(plan.confirm_infra, "the Infra is read before renting again");
+    assert!(plan.events.is_empty(), "{:?}", plan.events);
+
+    // Read directly: being deleted. Nothing is created.
+    let fresh = infra_support::deleting(world.infra.clone());
+    let plan = decide(&Observed {
+        infra: &fresh,
+        infra_confirmed_live: true,
+        ..unconfirmed
+    });
+    assert!(plan.apply.is_empty(), "{:?}", names(&plan.apply));
+    assert!(plan.finalized);
+
+    // Read directly: live. The contract was deleted by hand and is replaced.
+    let plan = decide(&Observed {
+        infra_confirmed_live: true,
+        ..unconfirmed
+    });
+    assert_eq!(names(&plan.apply), vec![cc_name("node-a")]);
+}

@@ -9,7 +9,9 @@
 //!   nothing is dropped.
 //! - A delete carries the observed uid and resourceVersion as preconditions, so
 //!   it only removes the exact object decide saw Released (a newer one is a 409:
-//!   requeue). A delete that finds nothing (404) is done.
+//!   requeue). A delete that finds nothing (404) is done. A delete that
+//!   finalizers hold is recorded in [`OwnWrites::deletes`], so a reconcile
+//!   that runs before the cache shows it does not send it again (a 409).
 //! - At most one status write (only when decide found a change), guarded by
 //!   the resourceVersion of the Infra it was decided from.
 //! - A failed write does not stop the others: every write of the plan is
@@ -24,9 +26,9 @@ use super::IDENTITY;
 use api::{ComputeContract, Infra};
 use kube::{Resource, ResourceExt};
 
-use super::Context;
 use super::decide::InfraPlan;
 use super::events::InfraEvent;
+use super::{Context, OwnWrites};
 use crate::Result;
 use crate::write::{self, Seen};
 
@@ -35,17 +37,12 @@ use crate::write::{self, Seen};
 /// # Errors
 /// The first failed write, as [`Error::Kube`], once every write was tried; the
 /// Events of the writes that succeeded are still published.
-pub async fn act(
-    ctx: &Context,
-    infra: &Infra,
-    plan: &InfraPlan,
-    own_writes: &crate::own_writes::OwnWrites,
-) -> Result<()> {
+pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan, own: &OwnWrites) -> Result<()> {
     let namespace = infra
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let mut written = Written::default();
-    let outcome = write(ctx, infra, &namespace, plan, &mut written, own_writes).await;
+    let outcome = write(ctx, infra, &namespace, plan, &mut written, own).await;
     publish_events(ctx, infra, &namespace, plan, &written, outcome.is_ok()).await;
     outcome
 }
@@ -63,7 +60,7 @@ async fn write(
     namespace: &str,
     plan: &InfraPlan,
     written: &mut Written,
-    own_writes: &crate::own_writes::OwnWrites,
+    own: &OwnWrites,
 ) -> Result<()> {
     let client = &ctx.client;
     let mut first_error = None;
@@ -87,12 +84,19 @@ async fn write(
             resource_version: deletion.resource_version.clone(),
             finalizers: Vec::new(),
         };
-        match write::delete_if_present::<ComputeContract>(client, &seen).await {
-            Ok(true) => {
+        match write::delete::<ComputeContract>(client, &seen).await {
+            Ok(deleted) => {
                 tracing::debug!(contract = %deletion.name, "deleted Released ComputeContract");
-                written.deleted.insert(deletion.name.clone());
+                if let write::Deleted::Marked(marked) = &deleted {
+                    // Until the cache shows the mark, a reconcile would
+                    // delete it again from the copy this delete replaced.
+                    own.deletes
+                        .wrote(deletion.resource_version.as_deref(), marked);
+                }
+                if !matches!(deleted, write::Deleted::AlreadyGone) {
+                    written.deleted.insert(deletion.name.clone());
+                }
             }
-            Ok(false) => {}
             Err(error) => {
                 first_error.get_or_insert(error);
             }
@@ -103,7 +107,9 @@ async fn write(
     // time. Without it a long list of contracts already gone never shrinks.
     if let Some(status) = &plan.status {
         match write::replace_status(client, IDENTITY.manager, infra, status.clone()).await {
-            Ok(Some(new)) => own_writes.wrote(infra.metadata.resource_version.as_deref(), &new),
+            Ok(Some(new)) => own
+                .statuses
+                .wrote(infra.metadata.resource_version.as_deref(), &new),
             Ok(None) => {}
             Err(error) => {
                 first_error.get_or_insert(error);

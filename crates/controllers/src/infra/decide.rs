@@ -27,8 +27,9 @@
 //! - A contract whose `spec.release` is true is never applied with `release: false`.
 //! - A contract is created only for an entry whose status row says it never
 //!   had one (none, or Staged), or whose contract a direct read found gone
-//!   (never only because the cache lacks it), and never for an entry whose
-//!   contract was released by hand.
+//!   (never only because the cache lacks it) while a direct read of the Infra
+//!   after it found the Infra live, and never for an entry whose contract
+//!   was released by hand.
 //! - An existing contract's resources and location never change: the machine is rented.
 //! - Every applied contract carries [`CONTRACT_RELEASE_FINALIZER`] from its
 //!   creation on (so no delete, however it comes, removes a contract before the
@@ -97,6 +98,13 @@ pub struct Observed<'a> {
     pub unreadable: &'a BTreeSet<String>,
     /// What the NodeClaims say about the entries ([`super::claims`]).
     pub claims: &'a ClaimsSeen,
+    /// Whether a direct read of the Infra, made after the contracts it lists
+    /// were read, found it live (no deletionTimestamp). A contract the status
+    /// lists that was read and found gone is created again only then: the
+    /// garbage collector removes an Infra's contracts during its foreground
+    /// deletion, and a cache that does not show that deletion yet would
+    /// otherwise rent them again.
+    pub infra_confirmed_live: bool,
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
 }
@@ -131,6 +139,10 @@ pub struct InfraPlan {
     pub requeue: Option<Duration>,
     /// Deleting path only: every contract is gone; the release finalizer may be removed.
     pub finalized: bool,
+    /// A contract the status lists was found gone and is not created again
+    /// until a direct read of the Infra says it is not being deleted
+    /// ([`Observed::infra_confirmed_live`]): read it, then decide again.
+    pub confirm_infra: bool,
 }
 
 impl InfraPlan {
@@ -166,6 +178,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
         unreadable,
         claims,
         now,
+        infra_confirmed_live,
     } = *observed_input;
     let infra_name = infra.metadata.name.clone().unwrap_or_default();
     let observed = by_name(contracts);
@@ -222,6 +235,17 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
                     problems.unserved.push((entry.to_owned(), why.clone()));
                 }
                 row(entry, &object_name, ContractState::Staged, None)
+            }
+            None if !infra_confirmed_live && old.is_some() => {
+                // Listed, read directly and found gone: maybe the garbage
+                // collector removed it because the Infra is being deleted,
+                // which this copy of the Infra does not show yet. Keep the
+                // row and make sure of the Infra before renting again.
+                plan.confirm_infra = true;
+                old.map_or_else(
+                    || row(entry, &object_name, ContractState::Staged, None),
+                    |r| (*r).clone(),
+                )
             }
             None => {
                 // Not observed: create it. An event only if the last status did not
@@ -372,6 +396,13 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
     }
     settle_deletions(&mut plan, &observed);
     retry_unreadable(&mut plan, unreadable);
+    if plan.confirm_infra {
+        // Decided again at once after the Infra's read; this covers a failed read.
+        plan.requeue = Some(
+            plan.requeue
+                .map_or(UNREADABLE_RETRY, |r| r.min(UNREADABLE_RETRY)),
+        );
+    }
     plan.status = changed_status(infra, infra_phase, rows, ready_contracts, ready);
     plan
 }

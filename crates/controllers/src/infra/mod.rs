@@ -73,9 +73,19 @@ struct Reconciler {
     indexes: Indexes,
     claims: Store<NodeClaim>,
     records: Store<AtprotoRecord>,
-    /// The Infra versions this controller's own status writes replaced.
-    own_writes: crate::own_writes::OwnWrites,
+    /// The versions this controller's own writes replaced.
+    own: OwnWrites,
     ready: CacheReadiness,
+}
+
+/// The versions this controller's own writes replaced, by kind of write
+/// ([`crate::own_writes`]).
+#[derive(Debug, Default)]
+pub struct OwnWrites {
+    /// Infras whose status it wrote.
+    pub statuses: crate::own_writes::OwnWrites,
+    /// Contracts it deleted that their finalizer keeps for now.
+    pub deletes: crate::own_writes::OwnWrites,
 }
 
 impl Shell for Reconciler {
@@ -107,7 +117,7 @@ pub fn controller(
         indexes: caches.indexes.clone(),
         claims: caches.nodeclaims.store(),
         records: caches.atproto_records.store(),
-        own_writes: crate::own_writes::OwnWrites::default(),
+        own: OwnWrites::default(),
         ready: caches.readiness(),
     });
     reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
@@ -140,7 +150,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     state.ready.wait().await;
     let ctx = &state.ctx;
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
-    if state.own_writes.is_behind(infra.as_ref()) {
+    if state.own.statuses.is_behind(infra.as_ref()) {
         // Its own last status write replaced this copy: deciding from it
         // would write that status again (a 409). That write's event wakes it.
         return Ok(Action::requeue(STALE_RECHECK));
@@ -149,20 +159,30 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let object = format!("Infra {namespace}/{}", infra.name_any());
-    let mut contracts = owned_contracts(&state, &infra);
-    let unreadable = read_unseen(ctx, &namespace, &infra, &mut contracts).await;
-    let seen = claims::observe(
-        &infra,
-        &decide::leaving_entries(&infra, &contracts),
-        &state.claims,
+    let mut contracts = marked_as_own_deletes_left_them(
+        owned_contracts(&state, &infra),
+        &state.own.deletes,
+        ctx.now(),
     );
-    let mut plan = decide::decide(&decide::Observed {
-        infra: &infra,
-        contracts: &contracts,
-        unreadable: &unreadable,
-        claims: &seen,
-        now: ctx.now(),
-    });
+    let unreadable = read_unseen(ctx, &namespace, &infra, &mut contracts).await;
+    let mut plan = decide_from(&state, &infra, &contracts, &unreadable, false);
+    let infra = if plan.confirm_infra {
+        match confirm(ctx, &namespace, &infra).await {
+            Confirmed::Gone => return Ok(Action::await_change()),
+            Confirmed::Live => {
+                plan = decide_from(&state, &infra, &contracts, &unreadable, true);
+                infra
+            }
+            Confirmed::Deleting(fresh) => {
+                plan = decide_from(&state, &fresh, &contracts, &unreadable, true);
+                fresh
+            }
+            // The plan creates none of those contracts; it is decided again soon.
+            Confirmed::Unknown => infra,
+        }
+    } else {
+        infra
+    };
     // spec.record: the AtprotoRecord goes after every contract and before the
     // finalizer (the Infra delete order, docs/infra-lifecycle.md).
     let existing_record = record::observe(ctx, &state.records, &infra, plan.finalized).await?;
@@ -180,7 +200,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .iter()
         .any(|f| f == INFRA_RELEASE_FINALIZER);
     if infra.metadata.deletion_timestamp.is_some() && has_finalizer && !plan.finalized {
-        act_all(ctx, &state.own_writes, &infra, &plan, &record_plan).await?;
+        act_all(ctx, &state.own, &infra, &plan, &record_plan).await?;
         return Ok(action(&plan));
     }
 
@@ -188,7 +208,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     finalizer(&api, INFRA_RELEASE_FINALIZER, infra, |event| async {
         match event {
             FinalizerEvent::Apply(infra) | FinalizerEvent::Cleanup(infra) => {
-                act_all(ctx, &state.own_writes, &infra, &plan, &record_plan).await?;
+                act_all(ctx, &state.own, &infra, &plan, &record_plan).await?;
                 Ok(action(&plan))
             }
         }
@@ -207,15 +227,91 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     })
 }
 
+/// The claims' view of `infra`'s entries and the plan decided from them.
+fn decide_from(
+    state: &Reconciler,
+    infra: &Infra,
+    contracts: &[Arc<ComputeContract>],
+    unreadable: &BTreeSet<String>,
+    infra_confirmed_live: bool,
+) -> InfraPlan {
+    let seen = claims::observe(
+        infra,
+        &decide::leaving_entries(infra, contracts),
+        &state.claims,
+    );
+    decide::decide(&decide::Observed {
+        infra,
+        contracts,
+        unreadable,
+        claims: &seen,
+        now: state.ctx.now(),
+        infra_confirmed_live,
+    })
+}
+
+/// What a direct read of an Infra found.
+enum Confirmed {
+    /// Not being deleted.
+    Live,
+    /// Being deleted: the Infra as read.
+    Deleting(Arc<Infra>),
+    /// Gone.
+    Gone,
+    /// The read failed.
+    Unknown,
+}
+
+/// Reads `infra` from the API server (not the cache), after its listed
+/// contracts were read and some found gone ([`decide::Observed::infra_confirmed_live`]).
+async fn confirm(ctx: &Context, namespace: &str, infra: &Infra) -> Confirmed {
+    let api: Api<Infra> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.get_opt(&infra.name_any()).await {
+        Ok(Some(fresh)) if fresh.metadata.deletion_timestamp.is_some() => {
+            tracing::debug!("the Infra is being deleted; its cached copy did not show it yet");
+            Confirmed::Deleting(Arc::new(fresh))
+        }
+        Ok(Some(_)) => Confirmed::Live,
+        Ok(None) => Confirmed::Gone,
+        Err(error) => {
+            tracing::debug!(%error, "cannot read the Infra; trying again soon");
+            Confirmed::Unknown
+        }
+    }
+}
+
+/// `contracts` (cached) with a deletionTimestamp on each copy that one of this
+/// controller's deletes replaced: the cache has not caught up with the delete,
+/// and deciding from the copy before it would send the delete again, a 409.
+fn marked_as_own_deletes_left_them(
+    contracts: Vec<Arc<ComputeContract>>,
+    own_deletes: &crate::own_writes::OwnWrites,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<Arc<ComputeContract>> {
+    contracts
+        .into_iter()
+        .map(|contract| {
+            // Asked of every copy, so a record the cache caught up with is forgotten.
+            if own_deletes.is_behind(&*contract) && contract.metadata.deletion_timestamp.is_none() {
+                let mut marked = (*contract).clone();
+                marked.metadata.deletion_timestamp = Some(crate::time::to_time(now));
+                Arc::new(marked)
+            } else {
+                contract
+            }
+        })
+        .collect()
+}
+
 /// Writes the contracts' plan, then the AtprotoRecord's; the first error is returned.
 async fn act_all(
     ctx: &Context,
-    own_writes: &crate::own_writes::OwnWrites,
+    own: &OwnWrites,
     infra: &Infra,
     plan: &InfraPlan,
     record_plan: &record::RecordPlan,
 ) -> Result<()> {
-    let contracts = act::act(ctx, infra, plan, own_writes).await;
+    let contracts = act::act(ctx, infra, plan, own).await;
     let records = record::act(ctx, infra, record_plan).await;
     contracts.and(records)
 }
@@ -254,4 +350,48 @@ async fn read_unseen(
         }
     }
     unreadable
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::requester::test_fixtures::contract;
+
+    fn at(name: &str, uid: &str, version: &str) -> Arc<ComputeContract> {
+        let mut copy = contract();
+        copy.metadata.name = Some(name.to_owned());
+        copy.metadata.uid = Some(uid.to_owned());
+        copy.metadata.resource_version = Some(version.to_owned());
+        Arc::new(copy)
+    }
+
+    #[test]
+    fn a_cached_copy_an_own_delete_replaced_shows_the_deletion() {
+        let own = crate::own_writes::OwnWrites::default();
+        // The delete of a-1 at version 5 left it marked at version 6 (its finalizer keeps it).
+        let mut marked = (*at("a", "a-1", "6")).clone();
+        marked.metadata.deletion_timestamp = Some(crate::time::to_time(chrono::Utc::now()));
+        own.wrote(Some("5"), &marked);
+        let now = chrono::Utc::now();
+
+        let seen = marked_as_own_deletes_left_them(
+            vec![at("a", "a-1", "5"), at("b", "b-1", "5")],
+            &own,
+            now,
+        );
+        assert!(
+            seen[0].metadata.deletion_timestamp.is_some(),
+            "the copy from before the delete is taken as deleted: not deleted again"
+        );
+        assert!(
+            seen[1].metadata.deletion_timestamp.is_none(),
+            "another contract"
+        );
+
+        // Once the cache shows the mark, the record is forgotten.
+        let caught_up = marked_as_own_deletes_left_them(vec![Arc::new(marked)], &own, now);
+        assert!(caught_up[0].metadata.deletion_timestamp.is_some());
+        assert!(!own.is_behind(&*at("a", "a-1", "5")), "forgotten");
+    }
 }

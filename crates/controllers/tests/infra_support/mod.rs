@@ -203,13 +203,23 @@ impl World {
                 view.push(Arc::new(found.clone()));
             }
         }
-        decide(&Observed {
+        let observed = Observed {
             infra: &self.infra,
             contracts: &view,
             unreadable: &unreadable,
             claims: &self.claims,
             now: self.now(),
-        })
+            infra_confirmed_live: false,
+        };
+        let plan = decide(&observed);
+        if plan.confirm_infra {
+            // The world's Infra is what a direct read returns.
+            return decide(&Observed {
+                infra_confirmed_live: true,
+                ..observed
+            });
+        }
+        plan
     }
 
     /// The cache catches up.
