@@ -222,8 +222,8 @@ async fn a_contract_without_a_requester_waits_and_says_so() {
 async fn max_in_flight_holds_contracts_in_pending_until_a_slot_frees() {
     let (env, controller) = Env::running().await;
     // An hour's bid window holds c1 in flight (Bidding) until the test has
-    // seen c2 wait: a one-second window (its start is cut to whole seconds)
-    // can close before a busy machine has looked.
+    // seen c2 wait: a one-second window can close before a busy machine has
+    // looked.
     env.create_requester("root", vec![bidder("did:web:a", 5)], 3600)
         .await;
     let patch_spec = async |spec: serde_json::Value| {

@@ -46,11 +46,43 @@ fn published_opens_the_bid_window_from_the_clock() {
     let bidding = condition(&c, cond::BIDDING);
     assert!(bidding.is_true());
     assert_eq!(time::from_time(&bidding.last_transition_time), t0());
+    // The window ends a second after t0 + 5 s: t0 is the opening cut to whole
+    // seconds, and the window lasts its full 5 s from any time in that second.
     let s = at(&c, 2, Observation::Nothing);
     assert_eq!(s.command, None);
-    assert_eq!(s.requeue, Some(Duration::from_secs(3)));
+    assert_eq!(s.requeue, Some(Duration::from_secs(4)));
     assert_eq!(Some(&s.status), c.status.as_ref(), "waiting writes nothing");
     let s = at(&c, 5, Observation::Nothing);
+    assert_eq!(s.command, None);
+    let s = at(&c, 6, Observation::Nothing);
+    assert_eq!(s.command, Some(Command::CollectBids));
+}
+
+#[test]
+fn a_window_opened_mid_second_lasts_its_full_length() {
+    // The Bidding condition keeps whole seconds: a window opened at t0 + 0.8 s
+    // reads t0 back. Ending it at t0 + 5 s closed a 5 s window 4.2 s after it
+    // opened (a 1 s window after 0.2 s), before slow bidders could answer.
+    let opened = t0() + chrono::Duration::milliseconds(800);
+    let c = contract();
+    let c = apply(&c, &step(&c, &ready(), opened, Observation::Nothing));
+    let published = step(&c, &ready(), opened, Observation::Published);
+    let c = apply(&c, &published);
+    let full = opened + secs(5);
+    let looked_again = |now: chrono::DateTime<chrono::Utc>, requeue: Option<Duration>| {
+        now + time::chrono_duration(requeue.expect("a window that is open requeues"))
+    };
+    assert!(looked_again(opened, published.requeue) >= full);
+    // Whenever else the contract is reconciled before the window is over
+    // (another object's event), it waits, to no earlier than the window's end.
+    for millis in [1_000, 4_200, 5_000, 5_500, 5_799] {
+        let now = t0() + chrono::Duration::milliseconds(millis);
+        let s = step(&c, &ready(), now, Observation::Nothing);
+        assert_eq!(s.command, None, "{millis} ms after t0 the window is open");
+        assert!(looked_again(now, s.requeue) >= full, "{millis} ms");
+    }
+    // It closes within a second of its full length (its start read in whole seconds).
+    let s = step(&c, &ready(), full + secs(1), Observation::Nothing);
     assert_eq!(s.command, Some(Command::CollectBids));
 }
 
@@ -443,6 +475,6 @@ fn max_in_flight_keeps_a_contract_pending() {
     let c = apply(&contract(), &s);
     assert_eq!(condition(&c, cond::READY).reason, cond::MAX_IN_FLIGHT);
     // A contract already bidding keeps going.
-    let s = step(&bidding(), &view, t0() + secs(5), Observation::Nothing);
+    let s = step(&bidding(), &view, t0() + secs(6), Observation::Nothing);
     assert_eq!(s.command, Some(Command::CollectBids));
 }

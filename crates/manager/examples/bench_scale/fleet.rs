@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use api::{Cluster, ComputeContract, ComputeContractPhase, NodeClaim, NodeClaimPhase, names};
+use api::{
+    Cluster, ComputeContract, ComputeContractPhase, Infra, NodeClaim, NodeClaimPhase, names,
+};
 use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -16,6 +18,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::stages::{Stage, Stages};
 use crate::{BENCH_MANAGER, DRIVER_CONCURRENCY, PHASE_LIMIT, TENANT};
 
 /// How far the claims and contracts got.
@@ -81,14 +84,23 @@ impl Done {
 enum Seen {
     Claim(watcher::Event<NodeClaim>),
     Contract(watcher::Event<ComputeContract>),
+    Infra(watcher::Event<Infra>),
+}
+
+/// The object a watch event carries, if any.
+fn object_of<K>(event: &watcher::Event<K>) -> Option<&K> {
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => Some(object),
+        _ => None,
+    }
 }
 
 /// Watches the tenant's claims and the contracts as they go.
 pub struct Tracker {
     tally: watch::Receiver<Tally>,
-    /// When each contract was first seen, by its entry name (the last part
-    /// of its name, derived from its claim's uid).
-    contract_seen: Arc<Mutex<HashMap<String, Instant>>>,
+    /// When each claim's entry reached each stage, by its entry name (the
+    /// last part of its contract's name, derived from its claim's uid).
+    stages: Arc<Mutex<Stages>>,
     task: JoinHandle<()>,
 }
 
@@ -99,20 +111,35 @@ fn entry_of(contract: &str) -> String {
 }
 
 impl Tracker {
-    pub async fn start(client: &Client, contract_namespace: &str) -> anyhow::Result<Self> {
+    /// Watches claims and contracts, and with `infras` the Infras too (for
+    /// [`Stage::InfraEntry`]; the other modes leave the server that watch less).
+    pub async fn start(
+        client: &Client,
+        contract_namespace: &str,
+        infras: bool,
+    ) -> anyhow::Result<Self> {
         let claims: Api<NodeClaim> = Api::namespaced(client.clone(), TENANT);
         let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), contract_namespace);
-        let events = futures::stream::select(
+        let mut watches = vec![
             watcher(claims, watcher::Config::default())
                 .map_ok(Seen::Claim)
                 .boxed(),
             watcher(contracts, watcher::Config::default())
                 .map_ok(Seen::Contract)
                 .boxed(),
-        );
+        ];
+        if infras {
+            let infras: Api<Infra> = Api::namespaced(client.clone(), contract_namespace);
+            watches.push(
+                watcher(infras, watcher::Config::default())
+                    .map_ok(Seen::Infra)
+                    .boxed(),
+            );
+        }
+        let events = futures::stream::select_all(watches);
         let (sender, mut tally) = watch::channel(Tally::default());
-        let contract_seen = Arc::new(Mutex::new(HashMap::new()));
-        let seen = Arc::clone(&contract_seen);
+        let stages = Arc::new(Mutex::new(Stages::default()));
+        let seen = Arc::clone(&stages);
         let task = tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
             let (mut claims, mut contracts) = (Done::default(), Done::default());
@@ -129,15 +156,24 @@ impl Tracker {
                     }
                     Seen::Contract(event) => {
                         listed.1 |= matches!(event, watcher::Event::InitDone);
-                        let now = Instant::now();
-                        let new = contracts.apply(event, |contract| {
+                        if let Some(contract) = object_of(&event) {
+                            let entry = entry_of(&contract.name_any());
+                            seen.lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .contract(&entry, contract, Instant::now());
+                        }
+                        contracts.apply(event, |contract| {
                             contract.status.as_ref().and_then(|s| s.phase)
                                 == Some(ComputeContractPhase::Deployed)
                         });
-                        let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-                        for name in new {
-                            seen.entry(entry_of(&name)).or_insert(now);
+                    }
+                    Seen::Infra(event) => {
+                        if let Some(infra) = object_of(&event) {
+                            seen.lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .infra(infra, Instant::now());
                         }
+                        continue;
                     }
                 }
                 if listed.0 && listed.1 {
@@ -157,7 +193,7 @@ impl Tracker {
             .context("the benchmark's watch stopped")?;
         Ok(Self {
             tally,
-            contract_seen,
+            stages,
             task,
         })
     }
@@ -173,11 +209,18 @@ impl Tracker {
 
     /// When the contract of entry `entry` was first seen.
     pub fn contract_seen(&self, entry: &str) -> Option<Instant> {
-        self.contract_seen
+        self.stages
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(entry)
-            .copied()
+            .reached(entry, Stage::ContractCreated)
+    }
+
+    /// Prints the stages of the claims `created` (entry, create answered).
+    pub fn print_stages(&self, created: &[(String, Instant)], started: Instant) {
+        self.stages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .print(created, started);
     }
 
     pub fn stop(self) {

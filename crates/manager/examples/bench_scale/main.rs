@@ -19,7 +19,10 @@
 //!   figure to the smallest's. Exits non-zero past [`CURVE_LIMIT`].
 //! - `--throughput [--clusters 100 --nodes 10]`: the claims to Deployed,
 //!   beside what a plain client needs to create as many objects plus one
-//!   bid window (the floor).
+//!   bid window (the floor), and where the time went: each stage of a claim
+//!   (its Infra entry, contract, Bidding, winner, receipt, Deployed) as the
+//!   driver's watch first saw it, p50 and p99 from the claim's create and
+//!   when the last claim reached it.
 //! - `--latency [--batches 1,100,1000]`: claim created -> contract created,
 //!   p50 and p99, for batches of claims created at once.
 //! - `--external` (any mode): the manager runs as a process of its own
@@ -33,6 +36,7 @@
 mod fleet;
 mod probe;
 mod report;
+mod stages;
 mod world;
 
 use std::time::{Duration, Instant};
@@ -153,7 +157,7 @@ async fn life(
         external,
     })
     .await?;
-    let mut tracker = Tracker::start(&world.client, &world.contract_namespace).await?;
+    let mut tracker = Tracker::start(&world.client, &world.contract_namespace, false).await?;
     let claims = fleet::node_pools(&world.client, "c", clusters, nodes).await?;
     // Let the Clusters' writes settle so the figures are the claims' alone.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -252,12 +256,12 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
         external,
     })
     .await?;
-    let mut tracker = Tracker::start(&world.client, &world.contract_namespace).await?;
+    let mut tracker = Tracker::start(&world.client, &world.contract_namespace, true).await?;
     let plain = fleet::plain_creates(&world.client, total).await?;
     let claims = fleet::node_pools(&world.client, "t", clusters, nodes).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let started = Instant::now();
-    fleet::create_claims(&world.client, &claims).await?;
+    let created = fleet::create_claims(&world.client, &claims).await?;
     tracker
         .wait("every contract Deployed", |t| t.deployed == total)
         .await?;
@@ -266,9 +270,10 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
         .wait("every NodeClaim Joined", |t| t.joined == total)
         .await?;
     let joined = started.elapsed();
+    report::print_throughput(total, clusters, nodes, plain, deployed, joined);
+    tracker.print_stages(&created, started);
     tracker.stop();
     world.stop().await;
-    report::print_throughput(total, clusters, nodes, plain, deployed, joined);
     Ok(())
 }
 
@@ -278,7 +283,7 @@ async fn latency(batches: &[usize], external: bool) -> anyhow::Result<()> {
         external,
     })
     .await?;
-    let mut tracker = Tracker::start(&world.client, &world.contract_namespace).await?;
+    let mut tracker = Tracker::start(&world.client, &world.contract_namespace, false).await?;
     let mut rows = Vec::new();
     let mut joined = 0;
     for (b, batch) in batches.iter().enumerate() {

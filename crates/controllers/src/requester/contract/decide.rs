@@ -203,15 +203,29 @@ impl<'a> Draft<'a> {
         (at > self.now).then(|| until(at, self.now))
     }
 
-    /// The time the current bid window closes.
+    /// The time the current bid window closes: a full `bid_window` after it
+    /// opened. The Bidding condition's lastTransitionTime keeps whole seconds
+    /// (the window opened up to a second after it), so the window ends one
+    /// second later than that time plus its length: it lasts at least
+    /// `bid_window` and less than a second more.
     pub fn window_end(&self) -> Option<DateTime<Utc>> {
         let MarketView::Ready { bid_window, .. } = self.inputs.market else {
             return None;
         };
         let bidding = api::find_condition(&self.status.conditions, cond::BIDDING)?;
-        bidding
-            .is_true()
-            .then(|| from_time(&bidding.last_transition_time) + time::chrono_duration(*bid_window))
+        bidding.is_true().then(|| {
+            from_time(&bidding.last_transition_time)
+                + time::chrono_duration(*bid_window)
+                + chrono::Duration::seconds(1)
+        })
+    }
+
+    /// Until the open bid window's end, from the clock's precise reading
+    /// (`now` is cut to whole seconds, which would look again up to a second
+    /// late); `None` once it is over.
+    pub fn window_wait(&self) -> Option<Duration> {
+        let end = self.window_end()?;
+        (end > self.inputs.now).then(|| until(end, self.inputs.now))
     }
 
     fn slot_free(&self) -> bool {
@@ -264,9 +278,9 @@ impl<'a> Draft<'a> {
                 };
             }
             return match phase {
-                Phase::Bidding => match self.window_end() {
-                    Some(end) if end > self.now => Next::Wait(Some(until(end, self.now))),
-                    _ => Next::Call(Command::CollectBids),
+                Phase::Bidding => match self.window_wait() {
+                    Some(wait) => Next::Wait(Some(wait)),
+                    None => Next::Call(Command::CollectBids),
                 },
                 Phase::Failed
                     if !self.condition_is(cond::BIDDING, cond::NO_BIDS) && !self.spec_changed() =>

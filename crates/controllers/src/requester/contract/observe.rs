@@ -75,13 +75,12 @@ impl Draft<'_> {
     /// goes well writes nothing more.
     fn published(&mut self) -> Next {
         self.open_bidding();
-        let Some(end) = self.window_end() else {
+        if self.window_end().is_none() {
             return Next::Wait(None);
-        };
-        if end > self.now {
-            Next::Wait(Some(until(end, self.now)))
-        } else {
-            Next::Call(Command::CollectBids)
+        }
+        match self.window_wait() {
+            Some(wait) => Next::Wait(Some(wait)),
+            None => Next::Call(Command::CollectBids),
         }
     }
 
