@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use api::{ComputeContractPhase as Phase, names};
 use apiserver::store::ChangeType;
+use controllers::requester::Timing;
 use kube::ResourceExt;
 use requester_support::*;
 
@@ -447,6 +448,49 @@ async fn a_contract_that_goes_well_is_written_once_per_step() {
         ["Bidding", "Bidding", "Deployed", "Released"],
         "bid window opened before the publish, winner chosen before it is accepted, (accepted \
          while the guest boots), deployed, released: the release and the market's confirmation are one write"
+    );
+    controller.abort();
+}
+
+/// A Deployed contract schedules no poll of its own: the guest watch asks the
+/// market about every registered guest in one call per round and wakes only
+/// the contract whose guest changed.
+#[tokio::test]
+async fn a_guest_that_dies_while_deployed_is_seen_by_the_guest_watch() {
+    let env = Env::start().await;
+    let controller = env.start_controller_with(Timing {
+        guest_poll: Duration::from_secs(1),
+        ..fast_timing()
+    });
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    let registered = |c: &api::ComputeContract| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.guest.as_ref())
+            .is_some_and(|g| g.node_id.is_some())
+    };
+    env.create_contract("dies", 3600).await;
+    env.create_contract("lives", 3600).await;
+    let dies = env
+        .wait_contract("dies", Duration::from_secs(10), registered)
+        .await;
+    let lives = env
+        .wait_contract("lives", Duration::from_secs(10), registered)
+        .await;
+
+    // The guest goes away at the market behind the contract's back.
+    use market::Market as _;
+    let receipt = market_receipt(&dies);
+    env.market.release(&receipt).await.unwrap();
+
+    let lost = env.wait_ready_reason("dies", "GuestLost").await;
+    assert_eq!(phase_of(&lost), Some(Phase::Failed));
+    let deployed = env.contracts().get("lives").await.unwrap();
+    assert_eq!(phase_of(&deployed), Some(Phase::Deployed));
+    assert_eq!(
+        deployed.metadata.resource_version, lives.metadata.resource_version,
+        "the contract whose guest is well is not written"
     );
     controller.abort();
 }

@@ -121,6 +121,22 @@ pub trait Market: Send + Sync {
     /// receipt this market does not know (see [`MarketError::is_not_found`]).
     async fn guest_status(&self, receipt: &Receipt) -> Result<GuestStatus, MarketError>;
 
+    /// [`Market::guest_status`] of many guests at once, the answers in the
+    /// order of `receipts`: one call per market for a Requester's whole
+    /// fleet, so a quiet fleet is polled at the cost of one call, not one per
+    /// contract.
+    ///
+    /// The default asks [`Market::guest_status`] once per receipt (a market
+    /// without a batch query, such as atproto, whose answers come from events
+    /// it already holds); a market that can answer in one read overrides it.
+    async fn guest_statuses(&self, receipts: &[Receipt]) -> Vec<Result<GuestStatus, MarketError>> {
+        let mut answers = Vec::with_capacity(receipts.len());
+        for receipt in receipts {
+            answers.push(self.guest_status(receipt).await);
+        }
+        answers
+    }
+
     /// Releases the guest of a receipt (the market's `vm.delete`).
     ///
     /// Idempotent: releasing a guest that is already gone is `Ok`, and so is

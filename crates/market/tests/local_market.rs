@@ -491,3 +491,47 @@ async fn the_market_is_usable_as_a_shared_trait_object() {
         task.await.unwrap().unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_batch_of_guest_statuses_answers_each_receipt_as_one_call_would() {
+    let (market, clock) = market_with(
+        vec![LocalBidder::new("did:a", 5, "EUR").with_capacity(3)],
+        1,
+    );
+    let running = rent(&market, "c1").await.unwrap();
+    let lost = rent(&market, "c2").await.unwrap();
+    let released = rent(&market, "c3").await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert!(market.lose_node(&lost).unwrap());
+    market.release(&released).await.unwrap();
+    let forged = Receipt {
+        cid: "sha256:deadbeef".to_owned(),
+        ..running.clone()
+    };
+    let unknown = Receipt {
+        uri: format!("{}-gone", running.uri),
+        ..running.clone()
+    };
+    let receipts = [running, lost, released, forged, unknown];
+
+    let batch = market.guest_statuses(&receipts).await;
+    let mut one_by_one = Vec::new();
+    for receipt in &receipts {
+        one_by_one.push(market.guest_status(receipt).await);
+    }
+
+    let shown = |answers: &[Result<GuestStatus, MarketError>]| {
+        answers
+            .iter()
+            .map(|a| match a {
+                Ok(status) => format!("{status:?}"),
+                Err(error) => error.category().to_owned(),
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shown(&batch), shown(&one_by_one));
+    assert!(matches!(batch[0], Ok(GuestStatus::NodeRegistered { .. })));
+    assert!(matches!(batch[1], Ok(GuestStatus::OnNetwork { .. })));
+    assert_eq!(batch[2].as_ref().ok(), Some(&GuestStatus::Terminated));
+    assert!(batch[4].as_ref().is_err_and(MarketError::is_not_found));
+}

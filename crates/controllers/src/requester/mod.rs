@@ -163,7 +163,8 @@ where
         .collect()
 }
 
-/// The three controllers: contracts (watching Requesters), Requesters (watching
+/// The three controllers: contracts (watching Requesters, and woken by the
+/// guest watch when a Deployed contract's guest changes), Requesters (watching
 /// contracts and Infras, for the status count and the root delete order), and
 /// the Requesters outside the contract namespace (told they are ignored).
 ///
@@ -187,13 +188,17 @@ pub fn controller(
     });
     let concurrency = ctx.concurrency;
     let contract_store = caches.contracts.store();
+    // The contracts whose guest the guest watch found changed.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
     let contracts =
         Controller::for_shared_stream(caches.contracts.subscribe(), caches.contracts.store())
             // Not on the Requester's status writes: each would reconcile every contract.
             .watches_shared_stream(
                 caches.requesters.subscribe_spec_changes(),
                 move |requester: Arc<Requester>| keys_in(&contract_store, requester.namespace()),
-            );
+            )
+            .reconcile_on(woken);
+    let guest_watch = contract::guest_watch::run(Arc::clone(&rt), wake);
     let contracts = reconciler::run(
         contracts,
         CONTRACT_METRICS_LABEL,
@@ -233,6 +238,6 @@ pub fn controller(
         rt,
     );
     async move {
-        futures::join!(contracts, requesters, ignored);
+        futures::join!(contracts, requesters, ignored, guest_watch);
     }
 }

@@ -63,12 +63,17 @@ impl Env {
     /// Starts the controller (and its caches) on the shared market; abort the
     /// handle to kill it mid-flight.
     pub fn start_controller(&self) -> JoinHandle<()> {
+        self.start_controller_with(fast_timing())
+    }
+
+    /// [`Env::start_controller`] with its own timing.
+    pub fn start_controller_with(&self, timing: Timing) -> JoinHandle<()> {
         let markets = Arc::new(Markets::with_injected(
             Arc::clone(&self.clock),
             Injected::Local(Arc::clone(&self.market)),
         ));
         let mut ctx = Context::new(self.client.clone(), Arc::clone(&self.clock), markets, NS);
-        ctx.timing = fast_timing();
+        ctx.timing = timing;
         let caches = SharedCaches::new(self.client.clone(), NS);
         let controller = requester::controller(Arc::new(ctx), &caches);
         let reflectors = caches.run();

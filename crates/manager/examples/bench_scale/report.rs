@@ -183,15 +183,23 @@ impl Life {
             .saturating_sub(self.joined.manager_cpu))
         .as_secs_f64()
             / idle.as_secs_f64();
-        let idle_reconciles: u64 = self
+        let idle_by_kind: Vec<(&String, u64)> = self
             .idled
             .reconciles
             .iter()
-            .map(|(c, n)| n - self.joined.reconciles.get(c).copied().unwrap_or(0))
-            .sum();
+            .map(|(c, n)| (c, n - self.joined.reconciles.get(c).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let idle_reconciles: u64 = idle_by_kind.iter().map(|(_, n)| n).sum();
+        let by_kind = idle_by_kind
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         println!(
             "idle:        {idle:.1?} with {total} contracts Deployed: {} writes (target 0), {} lists \
-             (target 0), {idle_reconciles} reconciles, manager CPU {:.2}% of a core (target: under {}%)",
+             (target 0), {idle_reconciles} reconciles ({by_kind}), manager CPU {:.2}% of a core \
+             (target: under {}%)",
             self.idle_writes(),
             self.idled.lists - self.joined.lists,
             idle_cpu * 100.0,

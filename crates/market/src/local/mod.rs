@@ -494,6 +494,25 @@ impl Market for LocalMarket {
         }
     }
 
+    /// One lock for the whole batch: polling 10,000 guests is one call.
+    async fn guest_statuses(&self, receipts: &[Receipt]) -> Vec<Result<GuestStatus, MarketError>> {
+        let now_ms = self.now_ms();
+        let mut inner = self.lock();
+        receipts
+            .iter()
+            .map(|receipt| {
+                inner.take_fault(Operation::GuestStatus)?;
+                match inner.guest(receipt)? {
+                    GuestLookup::Unreleased(_, guest) => Ok(guest.status_at(now_ms)),
+                    GuestLookup::Released => Ok(GuestStatus::Terminated),
+                    GuestLookup::Unknown => Err(MarketError::GuestNotFound {
+                        uri: receipt.uri.clone(),
+                    }),
+                }
+            })
+            .collect()
+    }
+
     async fn release(&self, receipt: &Receipt) -> Result<ReleaseOutcome, MarketError> {
         let now_ms = self.now_ms();
         let mut inner = self.lock();

@@ -17,7 +17,10 @@ pub struct Timing {
     pub boot_poll: Duration,
     /// Poll interval while a Deployed guest has not reported its node identity.
     pub register_poll: Duration,
-    /// Poll interval of a Deployed guest that reported its node identity.
+    /// How often the guest watch asks the market, in one call, about the
+    /// guests of every Deployed contract whose node registered (such a
+    /// contract schedules no poll of its own); bounds how late a lost guest
+    /// is seen.
     pub guest_poll: Duration,
     /// Poll interval while waiting for the market to confirm a release.
     pub release_poll: Duration,

@@ -10,11 +10,14 @@
 //! - `act`: performs what decide says: annotation, status, market call, Event,
 //!   the TTL delete and the release finalizer's removal.
 //! - [`ttl`]: finished ownerless contracts are deleted after their TTL.
+//! - `guest_watch`: one market call per round for the guests of the
+//!   Deployed contracts, waking only those whose guest changed.
 
 pub mod decide;
 pub mod ttl;
 
 pub(super) mod act;
 mod events;
+pub(super) mod guest_watch;
 mod lifecycle;
 mod observe;

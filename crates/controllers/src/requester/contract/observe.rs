@@ -210,11 +210,10 @@ impl Draft<'_> {
                 } else {
                     cond::ON_NETWORK
                 };
-                let poll = if node_id.is_some() {
-                    timing.guest_poll
-                } else {
-                    timing.register_poll
-                };
+                // A registered node waits for a change: the guest watch
+                // (`guest_watch`) asks about it with every other one in one
+                // call and wakes this contract only when its guest changes.
+                let poll = node_id.is_none().then_some(timing.register_poll);
                 let message = address.as_ref().map_or_else(
                     || format!("the guest of {provider} is on the network"),
                     |address| format!("the guest of {provider} is on the network at {address}"),
@@ -227,7 +226,7 @@ impl Draft<'_> {
                 });
                 self.set(cond::DEPLOYED, S::True, reason, &message);
                 self.message(message);
-                Next::Wait(Some(poll))
+                Next::Wait(poll)
             }
             GuestStatus::Failed { reason } => {
                 let message = format!(
