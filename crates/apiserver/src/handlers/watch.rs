@@ -29,7 +29,7 @@ use crate::paths::ResourcePath;
 use crate::registry::Resource;
 use crate::status::{ApiError, ApiResult};
 use crate::store::lines::LineKey;
-use crate::store::{Change, ChangeType, Store, StoredObject};
+use crate::store::{Change, ChangeType, LiveChange, StoredObject};
 
 /// The most bytes of queued lines sent in one write.
 const BATCH_BYTES: usize = 64 * 1024;
@@ -87,42 +87,47 @@ impl Watcher {
         Bytes::from(format!("{event}\n"))
     }
 
-    /// Hands the line of a change to `take`: the line shared with every watcher that sends
-    /// the same one (Tables carry per-watcher column headers and are rendered for each).
-    fn with_shared_line<R>(
-        &self,
-        store: &Store,
-        kind: &'static str,
-        stored: &StoredObject,
-        take: impl FnOnce(&Bytes) -> R,
-    ) -> R {
+    /// The key of the line shared by every watcher that sends the same one; none for
+    /// Tables (they carry per-watcher column headers and are rendered for each).
+    fn line_key(&self, kind: &'static str) -> Option<LineKey<'_>> {
         let form = match self.render {
             Render::Full => 0,
             Render::Metadata => 1,
-            Render::Table => return take(&self.event_line(kind, stored)),
+            Render::Table => return None,
         };
-        let key = LineKey {
+        Some(LineKey {
             event: kind,
             form,
             resource: &self.res,
-        };
-        store.with_watch_line(stored.rv, &key, || self.event_line(kind, stored), take)
+        })
     }
 
     /// The line for a change, if this watcher sees it.
     fn change_line(&self, change: &Change) -> Option<Bytes> {
         let kind = self.event_kind(change)?;
-        Some(self.with_shared_line(&self.app.store, kind, &change.object, Bytes::clone))
+        let render = || self.event_line(kind, &change.object);
+        Some(match self.line_key(kind) {
+            Some(key) => self
+                .app
+                .store
+                .with_watch_line(change.rv, &key, render, Bytes::clone),
+            None => render(),
+        })
     }
 
-    /// Appends the line for a change to `out`, if this watcher sees it; true if it did.
-    fn append_change_line(&self, change: &Change, out: &mut BytesMut) -> bool {
+    /// Appends the line for a live change to `out`, if this watcher sees it; true if it
+    /// did.
+    fn append_live_line(&self, live: &LiveChange, out: &mut BytesMut) -> bool {
+        let change = &live.change;
         let Some(kind) = self.event_kind(change) else {
             return false;
         };
-        self.with_shared_line(&self.app.store, kind, &change.object, |line| {
-            out.extend_from_slice(line);
-        });
+        let render = || self.event_line(kind, &change.object);
+        let mut copy = |line: &Bytes| out.extend_from_slice(line);
+        match self.line_key(kind) {
+            Some(key) => self.app.store.with_live_line(live, &key, render, copy),
+            None => copy(&render()),
+        }
         true
     }
 
@@ -200,7 +205,7 @@ struct Stream {
     last_live_len: usize,
     /// The recent rate of live lines: whether the next chunk waits for more.
     pace: Pace,
-    live: broadcast::Receiver<Change>,
+    live: broadcast::Receiver<Arc<LiveChange>>,
     last_rv: u64,
     /// Events sent (for the `drop_watch_after_events` fault).
     sent: u64,
@@ -219,12 +224,12 @@ struct Stream {
 }
 
 impl Stream {
-    /// Queues the line of a change this watcher sees.
-    fn take_change(&mut self, change: &Change) {
-        self.last_rv = change.rv;
+    /// Queues the line of a live change this watcher sees.
+    fn take_change(&mut self, live: &LiveChange) {
+        self.last_rv = live.change.rv;
         if self.drop_after_events.is_some() {
             // The fault counts lines: keep them apart.
-            if let Some(line) = self.watcher.change_line(change) {
+            if let Some(line) = self.watcher.change_line(&live.change) {
                 self.ready.push_back((line, true));
             }
         } else {
@@ -235,10 +240,7 @@ impl Stream {
                 self.live_lines
                     .reserve((last + last / 4).clamp(LIVE_CHUNK_START, 2 * BATCH_BYTES));
             }
-            if self
-                .watcher
-                .append_change_line(change, &mut self.live_lines)
-            {
+            if self.watcher.append_live_line(live, &mut self.live_lines) {
                 self.live_count += 1;
             }
         }

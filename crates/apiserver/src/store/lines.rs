@@ -4,9 +4,10 @@
 //!
 //! The cache is a small ring indexed by resourceVersion (every write has its own), so its
 //! size is fixed whatever the number of objects: a watcher that lags more than the ring
-//! renders its line itself.
+//! renders its line itself. A live change also carries the first line rendered for it
+//! ([`FirstLine`]), which the watchers that send that same line read without a lock.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -27,6 +28,28 @@ pub struct LineKey<'a> {
     pub resource: &'a Arc<Resource>,
 }
 
+/// The first line rendered for a live change, kept with the change the fan-out hands to
+/// every watcher. Most watchers of a change send the same line, and read it here without
+/// a lock: the ring's slot lock, taken by every watcher for every change, is contended
+/// between the server's threads.
+#[derive(Default)]
+pub struct FirstLine(OnceLock<(Kept, Bytes)>);
+
+impl FirstLine {
+    /// The line, if it is the one for `key`.
+    #[must_use]
+    pub fn get(&self, key: &LineKey<'_>) -> Option<&Bytes> {
+        self.0
+            .get()
+            .and_then(|(kept, line)| kept.is(key).then_some(line))
+    }
+
+    /// Keeps `line` as the line for `key`, unless a line is kept already.
+    pub fn offer(&self, key: &LineKey<'_>, line: &Bytes) {
+        let _ = self.0.set((Kept::of(key), line.clone()));
+    }
+}
+
 /// A [`LineKey`] kept in the ring. It holds the resource weakly: a descriptor freed
 /// meanwhile keeps its address reserved, so a new one is never mistaken for it.
 struct Kept {
@@ -36,6 +59,14 @@ struct Kept {
 }
 
 impl Kept {
+    fn of(key: &LineKey<'_>) -> Self {
+        Self {
+            event: key.event,
+            form: key.form,
+            resource: Arc::downgrade(key.resource),
+        }
+    }
+
     fn is(&self, key: &LineKey<'_>) -> bool {
         self.event == key.event
             && self.form == key.form
@@ -92,13 +123,8 @@ impl LineCache {
         // Rendered under the slot's lock: the other watchers of this change need the same
         // line and would otherwise render it too.
         let line = render();
-        let kept = Kept {
-            event: key.event,
-            form: key.form,
-            resource: Arc::downgrade(key.resource),
-        };
         let taken = take(&line);
-        slot.lines.push((kept, line));
+        slot.lines.push((Kept::of(key), line));
         taken
     }
 
@@ -148,5 +174,35 @@ mod tests {
         assert_eq!(cache.line(later, &a, || render("a-later")), "a-later");
         assert_eq!(cache.line(5, &a, || render("a5-again")), "a5-again");
         assert_eq!(renders.get(), 5);
+    }
+
+    #[test]
+    fn a_first_line_is_served_only_for_its_own_key() {
+        let registry = Registry::with_builtins();
+        let configmaps = registry.get("", "v1", "configmaps").unwrap();
+        let secrets = registry.get("", "v1", "secrets").unwrap();
+        let added = LineKey {
+            event: "ADDED",
+            form: 0,
+            resource: &configmaps,
+        };
+        let first = FirstLine::default();
+        assert!(first.get(&added).is_none());
+        first.offer(&added, &Bytes::from_static(b"a"));
+        first.offer(&added, &Bytes::from_static(b"again"));
+        assert_eq!(first.get(&added).unwrap(), "a");
+        for other in [
+            LineKey {
+                event: "DELETED",
+                ..added
+            },
+            LineKey { form: 1, ..added },
+            LineKey {
+                resource: &secrets,
+                ..added
+            },
+        ] {
+            assert!(first.get(&other).is_none());
+        }
     }
 }

@@ -122,12 +122,22 @@ impl Written {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooOld;
 
+/// A change as the live fan-out hands it to every watcher: one allocation shared by all
+/// of them (a clone per watcher would bump three reference counts the server's threads
+/// contend for), with the line most of them send ([`lines::FirstLine`]).
+pub struct LiveChange {
+    /// The change.
+    pub change: Change,
+    /// The first line a watcher rendered for it.
+    pub line: lines::FirstLine,
+}
+
 /// A started watch: the events to replay, then the live receiver.
 pub struct Subscription {
     /// Changes after the requested rv that are still in the window (all resources).
     pub replay: Vec<Change>,
     /// Live changes (all resources).
-    pub live: broadcast::Receiver<Change>,
+    pub live: broadcast::Receiver<Arc<LiveChange>>,
     /// The rv at subscription time.
     pub rv: u64,
     /// The resource's objects at subscription time (for initial events).
@@ -162,7 +172,7 @@ struct State {
 /// The store.
 pub struct Store {
     state: Mutex<State>,
-    tx: broadcast::Sender<Change>,
+    tx: broadcast::Sender<Arc<LiveChange>>,
     wal: Option<wal::Wal>,
     compact_every: u64,
     lines: lines::LineCache,
@@ -314,6 +324,25 @@ impl Store {
         take: impl FnOnce(&bytes::Bytes) -> R,
     ) -> R {
         self.lines.with_line(rv, key, render, take)
+    }
+
+    /// Hands the line for a live change to `take`: the change's first line when it is the
+    /// one for `key` (no lock), else as [`Self::with_watch_line`], offering the line as the
+    /// change's first.
+    pub fn with_live_line<R>(
+        &self,
+        live: &LiveChange,
+        key: &lines::LineKey<'_>,
+        render: impl FnOnce() -> bytes::Bytes,
+        take: impl FnOnce(&bytes::Bytes) -> R,
+    ) -> R {
+        if let Some(line) = live.line.get(key) {
+            return take(line);
+        }
+        self.lines.with_line(live.change.rv, key, render, |line| {
+            live.line.offer(key, line);
+            take(line)
+        })
     }
 
     /// The current global resourceVersion.
@@ -533,7 +562,10 @@ impl Store {
             }
             state.history.push(entry);
         }
-        let _ = self.tx.send(change.clone());
+        let _ = self.tx.send(Arc::new(LiveChange {
+            change: change.clone(),
+            line: lines::FirstLine::default(),
+        }));
         let durable = match &self.wal {
             Some(wal) => {
                 let ticket = wal.append(&change);
