@@ -337,8 +337,27 @@ pub async fn remove_finalizer<K: Object>(
     seen: &Seen,
     finalizer: &str,
 ) -> Result<Finalizers> {
+    Ok(
+        remove_finalizer_written::<K>(client, manager, seen, finalizer)
+            .await?
+            .0,
+    )
+}
+
+/// As [`remove_finalizer`], with the object as the server wrote it (`Some`
+/// only for [`Finalizers::Written`]), so the caller can record the version
+/// its write replaced ([`crate::own_writes`]).
+///
+/// # Errors
+/// As [`patch_metadata`].
+pub async fn remove_finalizer_written<K: Object>(
+    client: &Client,
+    manager: &str,
+    seen: &Seen,
+    finalizer: &str,
+) -> Result<(Finalizers, Option<K>)> {
     if !seen.has_finalizer(finalizer) {
-        return Ok(Finalizers::Unchanged);
+        return Ok((Finalizers::Unchanged, None));
     }
     let wanted: Vec<String> = seen
         .finalizers
@@ -346,7 +365,18 @@ pub async fn remove_finalizer<K: Object>(
         .filter(|f| *f != finalizer)
         .cloned()
         .collect();
-    set_finalizers::<K>(client, manager, seen, &wanted).await
+    let value = if wanted.is_empty() {
+        Value::Null
+    } else {
+        json!(wanted)
+    };
+    let metadata = serde_json::Map::from_iter([("finalizers".to_owned(), value)]);
+    Ok(
+        match patch_metadata::<K>(client, manager, seen, metadata).await? {
+            Some(written) => (Finalizers::Written, Some(written)),
+            None => (Finalizers::Gone, None),
+        },
+    )
 }
 
 /// Deletes the object `seen` if it is still there: preconditions on its uid,

@@ -135,7 +135,18 @@ pub async fn act(
         }
     }
     for claim in &plan.remove_claim_finalizers {
-        write::remove_finalizer::<NodeClaim>(client, MANAGER, claim, NODECLAIM_FINALIZER).await?;
+        // Recorded: a reconcile of the copy it replaced, before the cache
+        // drops the claim, would send it again to a claim that is gone.
+        if let (_, Some(written)) = write::remove_finalizer_written::<NodeClaim>(
+            client,
+            MANAGER,
+            claim,
+            NODECLAIM_FINALIZER,
+        )
+        .await?
+        {
+            own_writes.wrote(claim.resource_version.as_deref(), &written);
+        }
     }
     if let Some(change) = &plan.cluster_nodes {
         let mut status = change.cluster.status.clone().unwrap_or_default();

@@ -141,3 +141,35 @@ fn only_a_deleted_contract_with_the_finalizer_asks_for_its_removal() {
     );
     assert!(!bare.remove_finalizer, "nothing to remove");
 }
+
+#[test]
+fn a_deleted_contract_released_already_lets_go_without_another_status_write() {
+    // Released (the Infra's spec.release), then deleted: the delete bumps the
+    // generation, which the status would otherwise write once more.
+    let c = apply(
+        &held(deployed()),
+        &at(&held(deployed()), 20, Observation::Nothing),
+    );
+    let mut c = c;
+    c.spec.release = true;
+    let s = at(&c, 20, Observation::Nothing);
+    let c = apply(&c, &s);
+    let s = at(
+        &c,
+        21,
+        Observation::ReleaseSent(market::ReleaseOutcome::Confirmed),
+    );
+    let c = apply(&c, &s);
+    let s = at(&c, 22, Observation::Lookup(None));
+    let released = apply(&c, &s);
+    assert_eq!(phase(&released), Some(Phase::Released));
+
+    let gone = deleted(released.clone());
+    let s = at(&gone, 30, Observation::Nothing);
+    assert!(s.remove_finalizer);
+    assert_eq!(
+        Some(&s.status),
+        released.status.as_ref(),
+        "nothing new to write"
+    );
+}

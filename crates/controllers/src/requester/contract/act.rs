@@ -381,14 +381,20 @@ async fn write_receipt_annotation(
 /// lets it go. Guarded by the resourceVersion of the object decide saw
 /// Released, so a stale view is refused (409) instead of dropping the
 /// finalizer of a newer object.
+/// The removal is recorded: a reconcile of the copy it replaced (queued
+/// meanwhile) would send it again to a contract that is gone.
 async fn remove_release_finalizer(rt: &Runtime, contract: &ComputeContract) -> Result<()> {
-    write::remove_finalizer::<ComputeContract>(
+    let (_, written) = write::remove_finalizer_written::<ComputeContract>(
         &rt.ctx.client,
         MANAGER,
         &Seen::of(contract),
         names::CONTRACT_RELEASE_FINALIZER,
     )
     .await?;
+    if let Some(written) = &written {
+        rt.own_writes
+            .wrote(contract.metadata.resource_version.as_deref(), written);
+    }
     info!("released contract let go: release finalizer removed");
     Ok(())
 }
