@@ -260,17 +260,23 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
     let plain = fleet::plain_creates(&world.client, total).await?;
     let claims = fleet::node_pools(&world.client, "t", clusters, nodes).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu_before = (world.manager_cpu(), world.server_cpu());
     let started = Instant::now();
     let created = fleet::create_claims(&world.client, &claims).await?;
     tracker
         .wait("every contract Deployed", |t| t.deployed == total)
         .await?;
     let deployed = started.elapsed();
+    let cpu = (
+        world.manager_cpu().saturating_sub(cpu_before.0),
+        world.server_cpu().saturating_sub(cpu_before.1),
+    );
     tracker
         .wait("every NodeClaim Joined", |t| t.joined == total)
         .await?;
     let joined = started.elapsed();
     report::print_throughput(total, clusters, nodes, plain, deployed, joined);
+    report::print_throughput_cpu(total, deployed, cpu);
     tracker.print_stages(&created, started);
     tracker.stop();
     world.stop().await;

@@ -322,6 +322,24 @@ pub fn print_throughput(
     );
 }
 
+/// The CPU the manager and the API server used until every contract was
+/// Deployed: near the machine's cores, the run is bound by CPU per node, not
+/// by waits (concurrency, polls, queue order).
+pub fn print_throughput_cpu(
+    total: usize,
+    deployed: Duration,
+    (manager, server): (Duration, Duration),
+) {
+    let per_node = |cpu: Duration| cpu.as_secs_f64() * 1000.0 / total as f64;
+    println!(
+        "  CPU until every contract was Deployed: manager {manager:.2?} ({:.2} ms/node), \
+         API server {server:.2?} ({:.2} ms/node); {:.2} cores busy on average",
+        per_node(manager),
+        per_node(server),
+        (manager + server).as_secs_f64() / deployed.as_secs_f64(),
+    );
+}
+
 pub fn print_latency(rows: &[(usize, Duration, Duration)], external: bool) {
     println!(
         "bench-scale --latency (debug build: {}, manager {}): claim created (its create answered) \
