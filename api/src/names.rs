@@ -41,6 +41,10 @@ pub const RECEIPT_ANNOTATION: &str = "socialweb.computer/receipt";
 /// write that sets its `spec.release`: a released contract without it was
 /// released by someone else, and its entry is never rented again.
 pub const INFRA_RELEASED_ANNOTATION: &str = "infra.socialweb.computer/released";
+/// kubectl's annotation holding the whole object it last applied; the
+/// manager's caches drop it (no reconcile reads it).
+pub const KUBECTL_LAST_APPLIED_ANNOTATION: &str =
+    "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Server-side apply field manager of the Infra controller.
 pub const INFRA_MANAGER: &str = "socialweb/infra";

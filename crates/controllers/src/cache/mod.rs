@@ -337,7 +337,15 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     match event {
-        watcher::Event::Apply(object) | watcher::Event::Delete(object) => vec![Arc::new(object)],
+        // The store's own copy (kube-runtime's writer clones each object it
+        // takes): a second copy per event would live as long as the slowest
+        // subscriber, up to FAN_OUT_BUFFER of them per kind in a scale-up.
+        watcher::Event::Apply(object) => vec![
+            store
+                .get(&ObjectRef::from_obj(&object))
+                .unwrap_or_else(|| Arc::new(object)),
+        ],
+        watcher::Event::Delete(object) => vec![Arc::new(object)],
         watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
         watcher::Event::InitDone => {
             let now = store.state();

@@ -34,6 +34,8 @@ const MANAGER_THREADS: &str = "bench-manager";
 const CHILD_READY: &str = "ready";
 /// Asks the child manager for its metrics; the answer ends with `# EOF`.
 const CHILD_METRICS: &str = "metrics";
+/// A command (and its arguments) the `--external` manager runs under, as a profiler.
+const MANAGER_WRAPPER_VAR: &str = "BENCH_MANAGER_WRAPPER";
 
 /// How a [`World`] is set up.
 pub struct WorldOptions {
@@ -256,7 +258,19 @@ async fn start_in_process(
 
 async fn start_child(kubeconfig: &Path, namespace: &str) -> anyhow::Result<Manager> {
     let this = std::env::current_exe().context("find this benchmark's executable")?;
-    let mut child = tokio::process::Command::new(this)
+    // A profiler to run the manager under (`BENCH_MANAGER_WRAPPER="heaptrack -o /tmp/m"`):
+    // its memory is the manager's alone, apart from the server's and the driver's.
+    let wrapper = std::env::var(MANAGER_WRAPPER_VAR).unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    let mut command = match words.next() {
+        Some(program) => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(words).arg(this);
+            command
+        }
+        None => tokio::process::Command::new(this),
+    };
+    let mut child = command
         .arg(crate::CHILD_FLAG)
         .arg(kubeconfig)
         .arg(namespace)
@@ -269,9 +283,13 @@ async fn start_child(kubeconfig: &Path, namespace: &str) -> anyhow::Result<Manag
         bail!("the manager process has no pipes");
     };
     let mut stdout = BufReader::new(stdout).lines();
-    match stdout.next_line().await? {
-        Some(line) if line == CHILD_READY => {}
-        other => bail!("the manager process did not start: {other:?}"),
+    loop {
+        match stdout.next_line().await? {
+            Some(line) if line == CHILD_READY => break,
+            // What a wrapper says of itself before the manager starts.
+            Some(line) if !wrapper.is_empty() => eprintln!("{line}"),
+            other => bail!("the manager process did not start: {other:?}"),
+        }
     }
     Ok(Manager::Child {
         child,

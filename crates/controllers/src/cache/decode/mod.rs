@@ -19,8 +19,8 @@
 //!   nothing is released because of it.
 //! - Its deletion still reaches the store and the subscribers (with the last
 //!   readable version).
-//! - No object in the caches has `managedFields`: they are dropped before
-//!   the object is decoded.
+//! - No object in the caches has `managedFields` or the annotation
+//!   `kubectl.kubernetes.io/last-applied-configuration`: they are dropped before the object is decoded.
 //! - Each unreadable version is reported once ([`Lenient::convert`] returns
 //!   it); the values themselves are never in the report (a Secret's data may
 //!   be what failed), only the field's path and what was expected.
@@ -66,6 +66,15 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
             .and_then(serde_json::Value::as_object_mut)
         {
             meta.remove("managedFields");
+            // `kubectl apply` keeps the whole object it applied in this
+            // annotation (a NodeClaim or Cluster applied by hand): no reconcile
+            // reads it, and kept it would double such an object's memory.
+            if let Some(annotations) = meta
+                .get_mut("annotations")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                annotations.remove(api::names::KUBECTL_LAST_APPLIED_ANNOTATION);
+            }
         }
         if let Ok(object) = K::deserialize(&value) {
             return Ok(Self::Object(object));

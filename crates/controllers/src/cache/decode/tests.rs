@@ -184,7 +184,7 @@ fn a_relist_forgets_the_unreadable_objects_that_are_gone() {
 }
 
 #[test]
-fn cached_objects_carry_no_managed_fields() {
+fn cached_objects_carry_no_managed_fields_nor_kubectls_copy() {
     let mut with_fields = contract_json("c", json!(2), "1");
     with_fields["metadata"]["managedFields"] = json!([{
         "manager": "socialweb/requester", "operation": "Apply", "apiVersion": "v1",
@@ -197,6 +197,21 @@ fn cached_objects_carry_no_managed_fields() {
     };
     assert_eq!(object.metadata.managed_fields, None);
     assert_eq!(object.metadata.name.as_deref(), Some("c"));
+    let mut applied = contract_json("e", json!(2), "1");
+    applied["metadata"]["annotations"] = json!({
+        api::names::KUBECTL_LAST_APPLIED_ANNOTATION: "{\"kind\":\"ComputeContract\"}",
+        api::names::RECEIPT_ANNOTATION: "kept",
+    });
+    let Decoded::Object(object) =
+        serde_json::from_value::<Decoded<ComputeContract>>(applied).unwrap()
+    else {
+        panic!("a readable object decodes");
+    };
+    assert_eq!(
+        object.metadata.annotations,
+        Some([(api::names::RECEIPT_ANNOTATION.to_owned(), "kept".to_owned())].into()),
+        "kubectl's copy of the object is dropped, the annotations reconciles read are kept"
+    );
     with_fields = contract_json("d", json!(4_294_967_296_u64), "1");
     with_fields["metadata"]["managedFields"] = json!([{"manager": "x"}]);
     let Decoded::Undecodable(bad) =
