@@ -23,6 +23,7 @@ pub mod own_writes;
 pub mod reconciler;
 pub mod record;
 pub mod requester;
+pub mod status_pace;
 pub mod stop;
 pub mod time;
 pub mod write;

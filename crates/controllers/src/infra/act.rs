@@ -67,7 +67,9 @@ async fn write(
     for contract in plan.apply.iter().chain(&plan.release) {
         let name = contract.name_any();
         match write::apply(client, IDENTITY.manager, contract).await {
-            Ok(_) => {
+            Ok(applied) => {
+                own.applies
+                    .wrote(plan.read_versions.get(&name).map(String::as_str), &applied);
                 tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
                 written.applied.insert(name);
             }

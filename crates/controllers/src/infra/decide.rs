@@ -143,6 +143,13 @@ pub struct InfraPlan {
     /// until a direct read of the Infra says it is not being deleted
     /// ([`Observed::infra_confirmed_live`]): read it, then decide again.
     pub confirm_infra: bool,
+    /// The new status only moves the progress of contracts already listed
+    /// ([`super::rows::progress_only`]) and no Event hangs on it: it may wait
+    /// for [`crate::status_pace`].
+    pub progress_only: bool,
+    /// The cached resourceVersion of each existing contract that `apply` or
+    /// `release` writes over, by name: what [`super::OwnWrites::applies`] records.
+    pub read_versions: BTreeMap<String, String>,
 }
 
 impl InfraPlan {
@@ -161,11 +168,28 @@ impl InfraPlan {
 /// deletionTimestamp, else [`decide_live`].
 #[must_use]
 pub fn decide(observed: &Observed<'_>) -> InfraPlan {
-    if observed.infra.metadata.deletion_timestamp.is_some() {
+    let mut plan = if observed.infra.metadata.deletion_timestamp.is_some() {
         decide_deleting(observed)
     } else {
         decide_live(observed)
-    }
+    };
+    plan.progress_only = plan.events.is_empty()
+        && plan
+            .status
+            .as_ref()
+            .is_some_and(|new| super::rows::progress_only(observed.infra.status.as_ref(), new));
+    let cached = by_name(observed.contracts);
+    plan.read_versions = plan
+        .apply
+        .iter()
+        .chain(&plan.release)
+        .filter_map(|c| {
+            let name = c.metadata.name.as_deref()?;
+            let version = cached.get(name)?.metadata.resource_version.clone()?;
+            Some((name.to_owned(), version))
+        })
+        .collect();
+    plan
 }
 
 /// The plan of a live Infra: apply each entry's contract, release and then

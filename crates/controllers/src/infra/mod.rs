@@ -50,8 +50,8 @@ use decide::InfraPlan;
 
 /// The `controller` label of this reconciler's metrics.
 const METRICS_LABEL: &str = "infra";
-/// How soon an Infra whose cached copy its own status write replaced looks
-/// again, should that write's event not come (a broken watch).
+/// How soon an Infra whose cached copy (or one of its contracts') its own
+/// write replaced looks again, should that write's event not come (a broken watch).
 const STALE_RECHECK: Duration = Duration::from_secs(1);
 
 /// The name the controller reports Events under.
@@ -75,6 +75,8 @@ struct Reconciler {
     records: Store<AtprotoRecord>,
     /// The versions this controller's own writes replaced.
     own: OwnWrites,
+    /// When each Infra's status was last written: progress alone waits.
+    pace: crate::status_pace::StatusPace,
     ready: CacheReadiness,
 }
 
@@ -86,6 +88,8 @@ pub struct OwnWrites {
     pub statuses: crate::own_writes::OwnWrites,
     /// Contracts it deleted that their finalizer keeps for now.
     pub deletes: crate::own_writes::OwnWrites,
+    /// Contracts it applied over a cached copy (a release, an update).
+    pub applies: crate::own_writes::OwnWrites,
 }
 
 impl Shell for Reconciler {
@@ -118,6 +122,7 @@ pub fn controller(
         claims: caches.nodeclaims.store(),
         records: caches.atproto_records.store(),
         own: OwnWrites::default(),
+        pace: crate::status_pace::StatusPace::default(),
         ready: caches.readiness(),
     });
     reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
@@ -159,11 +164,18 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
     let object = format!("Infra {namespace}/{}", infra.name_any());
-    let mut contracts = marked_as_own_deletes_left_them(
-        owned_contracts(&state, &infra),
-        &state.own.deletes,
-        ctx.now(),
-    );
+    let cached = owned_contracts(&state, &infra);
+    // Every copy is asked (not `any`), so records the cache caught up with go.
+    let behind = cached
+        .iter()
+        .filter(|c| state.own.applies.is_behind(c.as_ref()))
+        .count();
+    if behind > 0 {
+        // Its own apply replaced a cached contract (a release): deciding from
+        // that copy would send it again. The apply's event wakes it.
+        return Ok(Action::requeue(STALE_RECHECK));
+    }
+    let mut contracts = marked_as_own_deletes_left_them(cached, &state.own.deletes, ctx.now());
     let unreadable = read_unseen(ctx, &namespace, &infra, &mut contracts).await;
     let mut plan = decide_from(&state, &infra, &contracts, &unreadable, false);
     let infra = if plan.confirm_infra {
@@ -183,6 +195,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     } else {
         infra
     };
+    pace_status(&state, &infra, &mut plan);
     // spec.record: the AtprotoRecord goes after every contract and before the
     // finalizer (the Infra delete order, docs/infra-lifecycle.md).
     let existing_record = record::observe(ctx, &state.records, &infra, plan.finalized).await?;
@@ -248,6 +261,29 @@ fn decide_from(
         now: state.ctx.now(),
         infra_confirmed_live,
     })
+}
+
+/// Holds back a status that only moves the contracts' progress when the
+/// last status write is under [`crate::status_pace::WRITE_EVERY`] old: a
+/// scale-up of n contracts writes its Infra a few times, not once per
+/// contract phase (plan 0012 S6). It is written on the requeue.
+fn pace_status(state: &Reconciler, infra: &Infra, plan: &mut InfraPlan) {
+    if plan.status.is_none() {
+        return;
+    }
+    let uid = infra.metadata.uid.clone().unwrap_or_default();
+    if plan.finalized {
+        state.pace.forget(&uid);
+        return;
+    }
+    if let Some(wait) =
+        state
+            .pace
+            .wait_before_writing(&uid, plan.progress_only, state.ctx.clock.now())
+    {
+        plan.status = None;
+        plan.requeue = earliest(plan.requeue, Some(wait));
+    }
 }
 
 /// What a direct read of an Infra found.

@@ -166,3 +166,39 @@ pub(super) fn changed_status(
     };
     (infra.status.as_ref() != Some(&new)).then_some(new)
 }
+
+/// Whether `new` differs from `old` only in the progress of contracts already
+/// listed: their phases, how many are ready, the Ready message. The Infra's
+/// phase, the rows' names and states, the Ready status and reason stay: what
+/// decide and the Events are judged against. Such a status may wait a
+/// moment ([`crate::status_pace`]); nothing is decided from what it changes.
+#[must_use]
+pub fn progress_only(old: Option<&InfraStatus>, new: &InfraStatus) -> bool {
+    let Some(old) = old else {
+        return false;
+    };
+    let ready = |s: &InfraStatus| {
+        api::find_condition(&s.conditions, super::conditions::READY)
+            .map(|c| (c.status, c.reason.clone()))
+    };
+    let others = |s: &InfraStatus| -> Vec<api::Condition> {
+        s.conditions
+            .iter()
+            .filter(|c| c.type_ != super::conditions::READY)
+            .cloned()
+            .collect()
+    };
+    old.phase == new.phase
+        && old.contract_count == new.contract_count
+        && old.declaration_hash == new.declaration_hash
+        && old.observed_generation == new.observed_generation
+        && old.contracts.len() == new.contracts.len()
+        && old.contracts.iter().zip(&new.contracts).all(|(a, b)| {
+            ContractStatus {
+                phase: b.phase,
+                ..a.clone()
+            } == *b
+        })
+        && ready(old) == ready(new)
+        && others(old) == others(new)
+}

@@ -107,6 +107,8 @@ struct Runtime {
     deleted: deleted::DeletedSecrets,
     /// The claim and Cluster versions this controller's own writes replaced.
     own_writes: crate::own_writes::OwnWrites,
+    /// When each Cluster's `status.nodes` was last written: a count waits.
+    pace: crate::status_pace::StatusPace,
 }
 
 impl Shell for Runtime {
@@ -143,6 +145,7 @@ pub fn controller(
         failed: failed::FailedClaims::default(),
         deleted: deleted::DeletedSecrets::default(),
         own_writes: crate::own_writes::OwnWrites::default(),
+        pace: crate::status_pace::StatusPace::default(),
     });
 
     let by_cluster =
@@ -394,6 +397,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let deleted = runtime.deleted.still_cached(key, &secret_refs);
     plan.delete_secrets
         .retain(|s| s.uid.as_ref().is_none_or(|uid| !deleted.contains(uid)));
+    let paced = pace_cluster_nodes(runtime, &mut plan);
     if !plan.is_empty() {
         tracing::debug!(
             infra = ?plan.infra.as_ref().map(std::mem::discriminant),
@@ -417,10 +421,31 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         .requeue_at
         .map(|at| (at - now).to_std().unwrap_or(Duration::ZERO));
     let recheck = plan.awaiting_removal.then_some(TEARDOWN_RECHECK);
-    Ok(match until_deadline.into_iter().chain(recheck).min() {
-        Some(after) => Action::requeue(after.max(Duration::from_millis(10))),
-        None => Action::await_change(),
-    })
+    Ok(
+        match until_deadline.into_iter().chain(recheck).chain(paced).min() {
+            Some(after) => Action::requeue(after.max(Duration::from_millis(10))),
+            None => Action::await_change(),
+        },
+    )
+}
+
+/// Holds back a Cluster's node count when its last write is under
+/// [`crate::status_pace::WRITE_EVERY`] old (a scale-up of n claims writes it
+/// a few times, not n times: plan 0012 S6); returns when to look again. A
+/// Cluster that lets go is forgotten.
+fn pace_cluster_nodes(runtime: &Runtime, plan: &mut decide::Plan) -> Option<Duration> {
+    if let Some(cluster) = &plan.remove_cluster_finalizer {
+        runtime
+            .pace
+            .forget(cluster.uid.as_deref().unwrap_or_default());
+    }
+    let change = plan.cluster_nodes.as_ref()?;
+    let uid = change.cluster.uid().unwrap_or_default();
+    let wait = runtime
+        .pace
+        .wait_before_writing(&uid, true, runtime.ctx.clock.now())?;
+    plan.cluster_nodes = None;
+    Some(wait)
 }
 
 /// Where the Clusters of `uids` are (only those that exist), read from the cache.

@@ -30,7 +30,7 @@ fn runtime(registry: &mut Registry) -> Arc<Runtime> {
         requesters: caches.requesters.store(),
         infras: caches.infras.store(),
         indexes: caches.indexes.clone(),
-        count_pace: super::root::count_pace::CountPace::default(),
+        count_pace: crate::status_pace::StatusPace::default(),
         own_writes: crate::own_writes::OwnWrites::default(),
         ready: caches.readiness(),
     })

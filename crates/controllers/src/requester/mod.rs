@@ -121,7 +121,7 @@ pub(crate) struct Runtime {
     infras: Store<Infra>,
     indexes: Indexes,
     /// When each Requester's status was last written.
-    count_pace: root::count_pace::CountPace,
+    count_pace: crate::status_pace::StatusPace,
     /// The contract versions this controller's own writes replaced.
     own_writes: crate::own_writes::OwnWrites,
     ready: CacheReadiness,
@@ -182,7 +182,7 @@ pub fn controller(
         requesters: caches.requesters.store(),
         infras: caches.infras.store(),
         indexes: caches.indexes.clone(),
-        count_pace: root::count_pace::CountPace::default(),
+        count_pace: crate::status_pace::StatusPace::default(),
         own_writes: crate::own_writes::OwnWrites::default(),
         ready: caches.readiness(),
     });

@@ -28,11 +28,10 @@
 //! - [`decide`]: the pure half (where a Requester stands, its live status,
 //!   one step of the root delete order), unit-tested without a server;
 //! - `act`: gathers the caches and the market's readiness, performs the plan;
-//! - `count_pace`: a count-only status write at most every two seconds;
+//! - a count-only status write at most every two seconds ([`crate::status_pace`]);
 //! - `ignored`: a Requester outside the contract namespace.
 
 pub(super) mod act;
-pub(super) mod count_pace;
 pub mod decide;
 pub(super) mod ignored;
 

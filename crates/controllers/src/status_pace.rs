@@ -1,6 +1,8 @@
-//! How often a Requester's status is written when only its contract count
-//! moved: at most once per [`COUNT_WRITE_EVERY`], so a scale-up of n
-//! contracts writes the Requester a few times, not n times.
+//! How often an object's status is written when only its progress moved (a
+//! Requester's contract count, an Infra's contract phases, a Cluster's node
+//! count): at most once per [`WRITE_EVERY`] per object, so a scale-up of n
+//! contracts writes each of those objects a few times, not n times. Any other
+//! change is written at once (plan 0012 S6).
 //!
 //! Time comes from the reconcilers' [`crate::Clock`], passed in, so a test
 //! steps it instead of sleeping.
@@ -9,42 +11,42 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-/// The shortest time between two status writes of a Requester whose only
-/// change is its contract count.
-pub const COUNT_WRITE_EVERY: Duration = Duration::from_secs(2);
+/// The shortest time between two status writes of an object whose only
+/// change is its progress.
+pub const WRITE_EVERY: Duration = Duration::from_secs(2);
 
-/// When each Requester's status was last written, by uid.
+/// When each object's status was last written, by uid.
 #[derive(Debug, Default)]
-pub(crate) struct CountPace {
+pub struct StatusPace {
     last: Mutex<HashMap<String, SystemTime>>,
 }
 
-impl CountPace {
-    /// Whether to write a Requester's status at `now`. `None`: write (the
-    /// write is counted from `now`); `Some(wait)`: only the count changed and
-    /// the last write was less than [`COUNT_WRITE_EVERY`] ago, look again
-    /// after `wait`. A clock that stepped back counts as time passed: a count
+impl StatusPace {
+    /// Whether to write an object's status at `now`. `None`: write (the
+    /// write is counted from `now`); `Some(wait)`: only its progress changed
+    /// and the last write was less than [`WRITE_EVERY`] ago, look again
+    /// after `wait`. A clock that stepped back counts as time passed: progress
     /// is never held back by a clock correction.
-    pub(crate) fn wait_before_writing(
+    pub fn wait_before_writing(
         &self,
         uid: &str,
-        only_count: bool,
+        only_progress: bool,
         now: SystemTime,
     ) -> Option<Duration> {
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        if only_count
+        if only_progress
             && let Some(written) = last.get(uid)
             && let Ok(since) = now.duration_since(*written)
-            && since < COUNT_WRITE_EVERY
+            && since < WRITE_EVERY
         {
-            return Some(COUNT_WRITE_EVERY - since);
+            return Some(WRITE_EVERY - since);
         }
         last.insert(uid.to_owned(), now);
         None
     }
 
-    /// Forgets a Requester that is gone.
-    pub(crate) fn forget(&self, uid: &str) {
+    /// Forgets an object that is gone.
+    pub fn forget(&self, uid: &str) {
         self.last
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -58,9 +60,9 @@ mod tests {
     use crate::{Clock, ManualClock};
 
     #[test]
-    fn a_count_alone_is_written_at_most_every_two_seconds() {
+    fn progress_alone_is_written_at_most_every_two_seconds() {
         let clock = ManualClock::default();
-        let pace = CountPace::default();
+        let pace = StatusPace::default();
         assert_eq!(
             pace.wait_before_writing("r", true, clock.now()),
             None,
@@ -79,17 +81,17 @@ mod tests {
         assert_eq!(
             pace.wait_before_writing("other", true, clock.now()),
             None,
-            "each Requester has its own pace"
+            "each object has its own pace"
         );
-        clock.advance(COUNT_WRITE_EVERY);
+        clock.advance(WRITE_EVERY);
         assert_eq!(pace.wait_before_writing("r", true, clock.now()), None);
         pace.forget("r");
         assert_eq!(pace.wait_before_writing("r", true, clock.now()), None);
     }
 
     #[test]
-    fn a_clock_that_steps_back_does_not_hold_a_count() {
-        let pace = CountPace::default();
+    fn a_clock_that_steps_back_does_not_hold_progress() {
+        let pace = StatusPace::default();
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         assert_eq!(pace.wait_before_writing("r", true, now), None);
         assert_eq!(
