@@ -260,6 +260,17 @@ pub async fn patch_metadata<K: Object>(
     }
 }
 
+/// The metadata of a patch that leaves `finalizers` (null for none, which
+/// removes the field rather than writing an empty list).
+fn finalizers_patch(finalizers: &[String]) -> serde_json::Map<String, Value> {
+    let value = if finalizers.is_empty() {
+        Value::Null
+    } else {
+        json!(finalizers)
+    };
+    serde_json::Map::from_iter([("finalizers".to_owned(), value)])
+}
+
 /// Sets the finalizers of `seen` to `finalizers` (a guarded merge patch; an
 /// empty list removes the field).
 ///
@@ -271,14 +282,8 @@ pub async fn set_finalizers<K: Object>(
     seen: &Seen,
     finalizers: &[String],
 ) -> Result<Finalizers> {
-    let value = if finalizers.is_empty() {
-        Value::Null
-    } else {
-        json!(finalizers)
-    };
-    let metadata = serde_json::Map::from_iter([("finalizers".to_owned(), value)]);
     Ok(
-        match patch_metadata::<K>(client, manager, seen, metadata).await? {
+        match patch_metadata::<K>(client, manager, seen, finalizers_patch(finalizers)).await? {
             Some(_) => Finalizers::Written,
             None => Finalizers::Gone,
         },
@@ -365,14 +370,8 @@ pub async fn remove_finalizer_written<K: Object>(
         .filter(|f| *f != finalizer)
         .cloned()
         .collect();
-    let value = if wanted.is_empty() {
-        Value::Null
-    } else {
-        json!(wanted)
-    };
-    let metadata = serde_json::Map::from_iter([("finalizers".to_owned(), value)]);
     Ok(
-        match patch_metadata::<K>(client, manager, seen, metadata).await? {
+        match patch_metadata::<K>(client, manager, seen, finalizers_patch(&wanted)).await? {
             Some(written) => (Finalizers::Written, Some(written)),
             None => (Finalizers::Gone, None),
         },

@@ -122,6 +122,18 @@ impl Inner {
         }
     }
 
+    /// [`Market::guest_status`] under the lock (an injected fault counts per guest).
+    fn guest_status(&mut self, receipt: &Receipt, now_ms: u64) -> Result<GuestStatus, MarketError> {
+        self.take_fault(Operation::GuestStatus)?;
+        match self.guest(receipt)? {
+            GuestLookup::Unreleased(_, guest) => Ok(guest.status_at(now_ms)),
+            GuestLookup::Released => Ok(GuestStatus::Terminated),
+            GuestLookup::Unknown => Err(MarketError::GuestNotFound {
+                uri: receipt.uri.clone(),
+            }),
+        }
+    }
+
     /// The guest named by a receipt.
     ///
     /// # Errors
@@ -483,15 +495,7 @@ impl Market for LocalMarket {
 
     async fn guest_status(&self, receipt: &Receipt) -> Result<GuestStatus, MarketError> {
         let now_ms = self.now_ms();
-        let mut inner = self.lock();
-        inner.take_fault(Operation::GuestStatus)?;
-        match inner.guest(receipt)? {
-            GuestLookup::Unreleased(_, guest) => Ok(guest.status_at(now_ms)),
-            GuestLookup::Released => Ok(GuestStatus::Terminated),
-            GuestLookup::Unknown => Err(MarketError::GuestNotFound {
-                uri: receipt.uri.clone(),
-            }),
-        }
+        self.lock().guest_status(receipt, now_ms)
     }
 
     /// One lock for the whole batch: polling 10,000 guests is one call.
@@ -500,16 +504,7 @@ impl Market for LocalMarket {
         let mut inner = self.lock();
         receipts
             .iter()
-            .map(|receipt| {
-                inner.take_fault(Operation::GuestStatus)?;
-                match inner.guest(receipt)? {
-                    GuestLookup::Unreleased(_, guest) => Ok(guest.status_at(now_ms)),
-                    GuestLookup::Released => Ok(GuestStatus::Terminated),
-                    GuestLookup::Unknown => Err(MarketError::GuestNotFound {
-                        uri: receipt.uri.clone(),
-                    }),
-                }
-            })
+            .map(|receipt| inner.guest_status(receipt, now_ms))
             .collect()
     }
 
