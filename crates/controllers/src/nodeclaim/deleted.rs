@@ -49,13 +49,7 @@ impl DeletedSecrets {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    fn key(name: &str) -> ClusterKey {
-        ClusterKey {
-            namespace: "tenant-a".into(),
-            name: name.into(),
-        }
-    }
+    use crate::nodeclaim::test_fixtures::cluster_key as key;
 
     fn secret(uid: &str) -> Secret {
         let mut secret = Secret::default();

@@ -54,14 +54,8 @@ impl FailedClaims {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::nodeclaim::test_fixtures::cluster_key as key;
     use api::NodeClaimStatus;
-
-    fn key(name: &str) -> ClusterKey {
-        ClusterKey {
-            namespace: "tenant-a".into(),
-            name: name.into(),
-        }
-    }
 
     fn claim(uid: &str, phase: Option<NodeClaimPhase>) -> NodeClaim {
         let mut claim = super::super::test_fixtures::claim(uid);

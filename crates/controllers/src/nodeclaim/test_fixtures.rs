@@ -2,6 +2,8 @@
 
 use api::{Location, NodeClaim, NodeClaimSpec, Resources};
 
+use super::compose::ClusterKey;
+
 /// The smallest machine.
 pub fn resources() -> Resources {
     Resources {
@@ -36,4 +38,12 @@ pub fn claim(uid: &str) -> NodeClaim {
     );
     claim.metadata.uid = Some(uid.into());
     claim
+}
+
+/// The key of Cluster `name` in the tenant namespace `tenant-a`.
+pub fn cluster_key(name: &str) -> ClusterKey {
+    ClusterKey {
+        namespace: "tenant-a".into(),
+        name: name.into(),
+    }
 }
