@@ -1,7 +1,7 @@
 //! The ComputeContract kind: one machine rented on the market. Its spec is
 //! written only by the Infra controller, its status only by the Requester.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,12 @@ pub struct ComputeContractStatus {
     /// The machine the provider booted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest: Option<Guest>,
+    /// When the current bid window opened, to the microsecond (the Bidding
+    /// condition's lastTransitionTime keeps whole seconds); set only while
+    /// the Bidding condition is True. The window closes `bidWindowSeconds`
+    /// after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bid_window_opened_at: Option<MicroTime>,
     /// When the contract finished (Released or Failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,

@@ -8,14 +8,15 @@
 //! instead of sleeping (house style 4).
 //!
 //! # Guarantees
-//! Every `Time` written is in whole seconds: the API server keeps no more, so
-//! a status computed here compares equal to what is read back, and a write
-//! that changes nothing is never made.
+//! Every `Time` written is in whole seconds and every `MicroTime` in whole
+//! microseconds: the API server keeps no more, so a status computed here
+//! compares equal to what is read back, and a write that changes nothing is
+//! never made.
 
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 
 pub use market::{Clock, ManualClock, SystemClock};
@@ -58,6 +59,18 @@ pub fn from_time(t: &Time) -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
+/// A chrono time as a Kubernetes `MicroTime` (cut to whole microseconds).
+#[must_use]
+pub fn to_micro_time(t: DateTime<Utc>) -> MicroTime {
+    MicroTime(Timestamp::from_microsecond(t.timestamp_micros()).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// A Kubernetes `MicroTime` as a chrono time.
+#[must_use]
+pub fn from_micro_time(t: &MicroTime) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(t.0.as_microsecond()).unwrap_or_default()
+}
+
 /// `later - now` as a std duration, zero when `later` has passed.
 #[must_use]
 pub fn until(later: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
@@ -94,6 +107,23 @@ mod tests {
         );
         assert_eq!(ceil_seconds(whole_seconds(t)), whole_seconds(t));
         assert_eq!(until(t, t + chrono::Duration::seconds(1)), Duration::ZERO);
+    }
+
+    #[test]
+    fn micro_times_read_back_as_they_were_computed() {
+        let t = Utc.timestamp_opt(1_700_000_000, 123_456_789).unwrap();
+        let written = to_micro_time(t);
+        let json = serde_json::to_string(&written).unwrap();
+        assert_eq!(json, "\"2023-11-14T22:13:20.123456Z\"");
+        let read: MicroTime = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            read, written,
+            "what is written compares equal to what is read back"
+        );
+        assert_eq!(
+            from_micro_time(&read),
+            Utc.timestamp_opt(1_700_000_000, 123_456_000).unwrap()
+        );
     }
 
     #[test]

@@ -46,15 +46,11 @@ fn published_opens_the_bid_window_from_the_clock() {
     let bidding = condition(&c, cond::BIDDING);
     assert!(bidding.is_true());
     assert_eq!(time::from_time(&bidding.last_transition_time), t0());
-    // The window ends a second after t0 + 5 s: t0 is the opening cut to whole
-    // seconds, and the window lasts its full 5 s from any time in that second.
     let s = at(&c, 2, Observation::Nothing);
     assert_eq!(s.command, None);
-    assert_eq!(s.requeue, Some(Duration::from_secs(4)));
+    assert_eq!(s.requeue, Some(Duration::from_secs(3)));
     assert_eq!(Some(&s.status), c.status.as_ref(), "waiting writes nothing");
     let s = at(&c, 5, Observation::Nothing);
-    assert_eq!(s.command, None);
-    let s = at(&c, 6, Observation::Nothing);
     assert_eq!(s.command, Some(Command::CollectBids));
 }
 
@@ -81,8 +77,70 @@ fn a_window_opened_mid_second_lasts_its_full_length() {
         assert_eq!(s.command, None, "{millis} ms after t0 the window is open");
         assert!(looked_again(now, s.requeue) >= full, "{millis} ms");
     }
-    // It closes within a second of its full length (its start read in whole seconds).
-    let s = step(&c, &ready(), full + secs(1), Observation::Nothing);
+    // It closes at its full length, not later: its opening is kept to the
+    // microsecond beside the whole-second condition.
+    let s = step(&c, &ready(), full, Observation::Nothing);
+    assert_eq!(s.command, Some(Command::CollectBids));
+}
+
+#[test]
+fn the_window_opening_is_written_with_bidding_to_the_microsecond() {
+    let opened = t0() + chrono::Duration::microseconds(800_123);
+    let c = contract();
+    let s = step(&c, &ready(), opened, Observation::Nothing);
+    assert_eq!(s.command, Some(Command::Publish));
+    // In the status written before the publish: no write of its own.
+    let status = &s.status;
+    let at = status
+        .bid_window_opened_at
+        .as_ref()
+        .expect("the opening is written");
+    assert_eq!(time::from_micro_time(at), opened);
+    assert_eq!(
+        time::from_time(&condition(&apply(&c, &s), cond::BIDDING).last_transition_time),
+        t0()
+    );
+    // What the server gives back (microseconds) decides the same: waiting writes nothing.
+    let json = serde_json::to_value(status).unwrap();
+    let read: ComputeContractStatus = serde_json::from_value(json).unwrap();
+    assert_eq!(&read, status);
+    let c = apply(&c, &s);
+    let published = step(&c, &ready(), opened, Observation::Published);
+    assert_eq!(Some(&published.status), c.status.as_ref());
+    assert_eq!(published.requeue, Some(Duration::from_secs(5)));
+    // Once the window is over the opening goes with it.
+    let s = step(
+        &c,
+        &ready(),
+        opened + secs(5),
+        Observation::Bids(vec![bid("did:web:a", 9)]),
+    );
+    assert_eq!(s.command, Some(Command::Accept(bid("did:web:a", 9))));
+    let accepted = step(
+        &apply(&c, &s),
+        &ready(),
+        opened + secs(5),
+        Observation::Accepted {
+            bid: bid("did:web:a", 9),
+            receipt: receipt(),
+        },
+    );
+    assert_eq!(accepted.status.phase, Some(Phase::Accepted));
+    assert_eq!(accepted.status.bid_window_opened_at, None);
+}
+
+#[test]
+fn a_window_an_older_manager_opened_lasts_its_full_length_from_whole_seconds() {
+    // Written before the opening was kept: only the Bidding condition's
+    // whole-second time says when it opened (up to a second after it), so a
+    // manager restarted mid-window waits a second longer rather than less.
+    let mut c = bidding();
+    c.status.as_mut().unwrap().bid_window_opened_at = None;
+    let s = step(&c, &ready(), t0() + secs(5), Observation::Nothing);
+    assert_eq!(s.command, None);
+    assert_eq!(s.requeue, Some(Duration::from_secs(1)));
+    assert_eq!(Some(&s.status), c.status.as_ref(), "waiting writes nothing");
+    let s = step(&c, &ready(), t0() + secs(6), Observation::Nothing);
     assert_eq!(s.command, Some(Command::CollectBids));
 }
 

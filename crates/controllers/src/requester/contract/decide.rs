@@ -204,20 +204,24 @@ impl<'a> Draft<'a> {
     }
 
     /// The time the current bid window closes: a full `bid_window` after it
-    /// opened. The Bidding condition's lastTransitionTime keeps whole seconds
-    /// (the window opened up to a second after it), so the window ends one
-    /// second later than that time plus its length: it lasts at least
-    /// `bid_window` and less than a second more.
+    /// opened (`status.bidWindowOpenedAt`, to the microsecond). A contract
+    /// whose window an older manager opened has only the Bidding condition's
+    /// lastTransitionTime, which keeps whole seconds (the window opened up to
+    /// a second after it): its window ends a second later than that time plus
+    /// its length, so it still lasts at least `bid_window` across a restart.
     pub fn window_end(&self) -> Option<DateTime<Utc>> {
         let MarketView::Ready { bid_window, .. } = self.inputs.market else {
             return None;
         };
         let bidding = api::find_condition(&self.status.conditions, cond::BIDDING)?;
-        bidding.is_true().then(|| {
-            from_time(&bidding.last_transition_time)
-                + time::chrono_duration(*bid_window)
-                + chrono::Duration::seconds(1)
-        })
+        if !bidding.is_true() {
+            return None;
+        }
+        let opened = match &self.status.bid_window_opened_at {
+            Some(opened) => time::from_micro_time(opened),
+            None => from_time(&bidding.last_transition_time) + chrono::Duration::seconds(1),
+        };
+        Some(opened + time::chrono_duration(*bid_window))
     }
 
     /// Until the open bid window's end, from the clock's precise reading
@@ -426,6 +430,13 @@ impl<'a> Draft<'a> {
     fn finish(mut self, next: Next) -> Step {
         if self.status.phase.is_none() {
             self.status.phase = Some(Phase::Pending);
+        }
+        // The opening belongs to the Bidding condition that is True: once the
+        // window is over (a winner, no bids, a failed publish) it goes, so
+        // the next window never reads an old one.
+        if !api::find_condition(&self.status.conditions, cond::BIDDING).is_some_and(|c| c.is_true())
+        {
+            self.status.bid_window_opened_at = None;
         }
         self.status.observed_generation = self.generation();
         self.status.receipt.clone_from(&self.receipt);

@@ -9,7 +9,7 @@ use super::decide::{
 };
 use crate::market_adapter::mapping::{winner_of, winner_of_info};
 use crate::requester::conditions as cond;
-use crate::time::{ceil_seconds, chrono_duration, to_time, until};
+use crate::time::{ceil_seconds, chrono_duration, to_micro_time, to_time, until};
 
 impl Draft<'_> {
     /// Applies a fresh market answer.
@@ -94,6 +94,8 @@ impl Draft<'_> {
         if !already_bidding {
             self.status.phase = Some(Phase::Bidding);
             self.status.completion_time = None;
+            // The precise opening: `now` and the condition keep whole seconds.
+            self.status.bid_window_opened_at = Some(to_micro_time(self.inputs.now));
             self.set(
                 cond::BIDDING,
                 S::True,
