@@ -106,6 +106,8 @@ pub struct App {
     pub kick: tokio::sync::Notify,
     /// Cancelled when the server stops: watches end, connections close.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The shared logs the watches read.
+    pub feeds: handlers::feed::Feeds,
 }
 
 impl App {
@@ -153,6 +155,7 @@ impl App {
             options,
             kick: tokio::sync::Notify::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            feeds: handlers::feed::Feeds::default(),
         });
         app.recover_crds();
         app.ensure_system_namespaces();

@@ -2,6 +2,7 @@
 
 pub mod delete;
 pub mod discovery;
+pub mod feed;
 pub mod openapi;
 mod pace;
 pub mod params;

@@ -1,10 +1,12 @@
 //! WATCH: newline-delimited JSON events, flushed as they come, with bookmarks, selector
 //! transitions, initial events and the 410 ERROR event for a too-old resourceVersion.
 //!
-//! Fan-out cost: a change's line is rendered once per form and shared by every watcher
-//! that sends it ([`crate::store::lines`]); lines that queue up for a slow connection go
-//! out in one write, and while a watch's lines come fast it holds its next chunk for the
-//! lines that come meanwhile ([`super::pace`]).
+//! Fan-out cost: the watches of the same resource, scope, selectors and form read one
+//! shared log of lines ([`super::feed`]), whose task matches and renders each change once
+//! (the line itself shared with other forms and feeds through [`crate::store::lines`]);
+//! lines that queue up for a slow connection go out in one write, and while a watch's
+//! lines come fast it holds its next chunk for the lines that come meanwhile
+//! ([`super::pace`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,11 +18,10 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt as _;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
-use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::Req;
+use super::feed::{Available, Cursor, Feed, FeedKey};
 use super::pace::{self, Pace};
 use super::params::{Render, render_of};
 use super::render::{Filter, write_rendered};
@@ -33,8 +34,6 @@ use crate::store::{Change, ChangeType, LiveChange, StoredObject};
 
 /// The most bytes of queued lines sent in one write.
 const BATCH_BYTES: usize = 64 * 1024;
-/// The least room a chunk of live lines starts with.
-const LIVE_CHUNK_START: usize = 16 * 1024;
 
 struct Watcher {
     app: Arc<App>,
@@ -85,6 +84,32 @@ impl Watcher {
         }
         let event = json!({"type": "BOOKMARK", "object": {"apiVersion": api_version, "kind": kind, "metadata": metadata}});
         Bytes::from(format!("{event}\n"))
+    }
+
+    /// A copy of this watcher to render its feed's lines.
+    fn renderer(&self) -> Self {
+        Self {
+            app: Arc::clone(&self.app),
+            table_headers_sent: std::cell::Cell::new(self.table_headers_sent.get()),
+            include_object: self.include_object.clone(),
+            res: Arc::clone(&self.res),
+            filter: self.filter.clone(),
+            render: self.render,
+        }
+    }
+
+    /// What other watches must share with this one to read the same feed; none for
+    /// Tables (their column headers go out once per watch).
+    fn feed_key(&self, path: &ResourcePath, req: &Req) -> Option<FeedKey> {
+        let form = self.line_key("ADDED")?.form;
+        Some(FeedKey {
+            resource: Arc::as_ptr(&self.res) as usize,
+            form,
+            namespace: path.namespace.clone(),
+            name: path.name.clone(),
+            labels: req.params.label_selector.clone(),
+            fields: req.params.field_selector.clone(),
+        })
     }
 
     /// The key of the line shared by every watcher that sends the same one; none for
@@ -155,6 +180,12 @@ impl Watcher {
     }
 }
 
+impl super::feed::Render for Watcher {
+    fn append(&self, live: &LiveChange, out: &mut BytesMut) -> bool {
+        self.append_live_line(live, out)
+    }
+}
+
 fn expired_line(rv: &str) -> Bytes {
     let status = ApiError::expired(format!("too old resource version: {rv}")).to_status();
     Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
@@ -189,24 +220,18 @@ fn next_bookmark(now: Instant, every: Duration, deadline: Instant) -> Option<Ins
     (at > now).then_some(at)
 }
 
-/// A running watch: the body stream pulls its chunks from here, so a change travels from
-/// the store's fan-out to the socket without another task or queue in between.
+/// A running watch: the body stream pulls its chunks from here, reading the feed's log
+/// straight to the socket without another task or queue in between.
 struct Stream {
     watcher: Watcher,
-    /// Lines ready to go before `live` (the initial events or the replay; every line
-    /// under the `drop_watch_after_events` fault), each marked whether it is an event
-    /// (bookmarks do not count for the fault).
+    /// Lines ready to go before the feed's (the initial events or the replay), each marked
+    /// whether it is an event (bookmarks do not count for the fault).
     ready: VecDeque<(Bytes, bool)>,
-    /// Lines of live changes, copied straight from the shared line: the next chunk.
-    live_lines: BytesMut,
-    /// How many lines `live_lines` holds.
-    live_count: u32,
-    /// The bytes of the last chunk of live lines.
-    last_live_len: usize,
+    feed: Arc<Feed>,
+    /// Where this watch is in `feed`; its resourceVersion is the bookmarks'.
+    cursor: Cursor,
     /// The recent rate of live lines: whether the next chunk waits for more.
     pace: Pace,
-    live: broadcast::Receiver<Arc<LiveChange>>,
-    last_rv: u64,
     /// Events sent (for the `drop_watch_after_events` fault).
     sent: u64,
     drop_after_events: Option<u64>,
@@ -219,66 +244,33 @@ struct Stream {
     shutdown: tokio_util::sync::CancellationToken,
     /// Where a watch a drop fault closes is counted.
     app: Arc<App>,
-    /// The live feed ended (lagged, closed): send what is ready, then stop.
-    ending: bool,
 }
 
 impl Stream {
-    /// Queues the line of a live change this watcher sees.
-    fn take_change(&mut self, live: &LiveChange) {
-        self.last_rv = live.change.rv;
-        if self.drop_after_events.is_some() {
-            // The fault counts lines: keep them apart.
-            if let Some(line) = self.watcher.change_line(&live.change) {
-                self.ready.push_back((line, true));
-            }
-        } else {
-            if self.live_lines.is_empty() {
-                // Room for a burst's chunk at once (as big as the last one, and some)
-                // rather than growing, and copying, line by line.
-                let last = self.last_live_len;
-                self.live_lines
-                    .reserve((last + last / 4).clamp(LIVE_CHUNK_START, 2 * BATCH_BYTES));
-            }
-            if self.watcher.append_live_line(live, &mut self.live_lines) {
-                self.live_count += 1;
-            }
-        }
-    }
-
-    /// Queues every change the fan-out already holds, up to a chunk's worth of lines.
-    fn drain_live(&mut self) {
-        while self.live_lines.len() < BATCH_BYTES && !self.ending {
-            match self.live.try_recv() {
-                Ok(change) => self.take_change(&change),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Lagged(_) | TryRecvError::Closed) => self.ending = true,
-            }
-        }
-    }
-
-    /// The next chunk: every ready line (up to [`BATCH_BYTES`]), so a connection that fell
-    /// behind catches up in one write. None ends the watch.
+    /// The next chunk: the ready lines (up to [`BATCH_BYTES`]), else the feed's lines this
+    /// watch has yet to send, so a connection that fell behind catches up in one write.
+    /// None ends the watch.
     async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
             if self.drop_after_events.is_some_and(|n| self.sent >= n) {
                 self.app.faults.count_dropped_watch();
                 return None;
             }
-            if !self.ready.is_empty() || !self.live_lines.is_empty() {
-                let live = self.ready.is_empty();
-                if live && !self.ending && self.live_lines.len() < BATCH_BYTES {
-                    self.hold_during_a_burst().await;
-                }
-                let chunk = self.chunk();
-                if live {
-                    self.pace
-                        .sent(Instant::now(), std::mem::take(&mut self.live_count));
-                }
-                return Some(chunk);
+            if !self.ready.is_empty() {
+                return Some(self.chunk());
             }
-            if self.ending {
-                return None;
+            let feed = Arc::clone(&self.feed);
+            let grew = feed.grew();
+            tokio::pin!(grew);
+            // Registered before the log is read: a line appended after it wakes this watch.
+            grew.as_mut().enable();
+            match feed.available(&mut self.cursor) {
+                Available::Ended => return None,
+                Available::Bytes(bytes) => match self.live_chunk(bytes).await {
+                    Some(chunk) => return Some(chunk),
+                    None => continue,
+                },
+                Available::Nothing => {}
             }
             tokio::select! {
                 () = tokio::time::sleep_until(self.deadline) => return None,
@@ -291,39 +283,36 @@ impl Stream {
                     let now = Instant::now();
                     self.next_bookmark = next_bookmark(now, self.bookmark_every, self.deadline);
                     if self.bookmarks {
-                        return Some(self.watcher.bookmark_line(self.last_rv, false));
+                        return Some(self.watcher.bookmark_line(self.cursor.rv, false));
                     }
                 }
-                received = self.live.recv() => match received {
-                    Ok(change) => {
-                        self.take_change(&change);
-                        self.drain_live();
-                    }
-                    // A watcher too slow for the fan-out is closed; the client resumes
-                    // from its last resourceVersion (or relists on 410).
-                    Err(RecvError::Lagged(_) | RecvError::Closed) => return None,
-                },
+                () = &mut grew => {}
             }
         }
     }
 
-    /// Holds live lines while they come fast ([`pace`]), then takes those that came
-    /// meanwhile.
-    async fn hold_during_a_burst(&mut self) {
+    /// The feed's next lines for this watch, `available` bytes of them there now; held
+    /// while lines come fast ([`pace`]) for those that come meanwhile. None if the feed
+    /// had none after all.
+    async fn live_chunk(&mut self, available: usize) -> Option<Bytes> {
         let now = Instant::now();
-        if self.pace.holds(now) {
+        if available < BATCH_BYTES && self.pace.holds(now) {
             tokio::time::sleep_until(now + pace::HOLD).await;
-            self.drain_live();
         }
+        let room = self
+            .drop_after_events
+            .map_or(u64::MAX, |n| n.saturating_sub(self.sent));
+        let (chunk, lines) = self.feed.take(&mut self.cursor, room, BATCH_BYTES);
+        if lines == 0 {
+            return None;
+        }
+        self.sent += u64::from(lines);
+        self.pace.sent(Instant::now(), lines);
+        Some(chunk)
     }
 
-    /// Joins ready lines into one chunk, stopping at the fault's event limit; then the
-    /// live lines.
+    /// Joins ready lines into one chunk, stopping at the fault's event limit.
     fn chunk(&mut self) -> Bytes {
-        if self.ready.is_empty() {
-            self.last_live_len = self.live_lines.len();
-            return self.live_lines.split().freeze();
-        }
         let room = self
             .drop_after_events
             .map_or(u64::MAX, |n| n.saturating_sub(self.sent));
@@ -411,15 +400,18 @@ pub fn serve(
     let timeout = Duration::from_secs(params.timeout_seconds.unwrap_or(1800).max(1));
     let bookmark_every = app.options.bookmark_interval;
     let faults = app.faults.get();
+    let (feed, cursor) = app.feeds.join(
+        watcher.feed_key(path, req),
+        subscription.live,
+        subscription.rv,
+        || Box::new(watcher.renderer()),
+    );
     let stream = Stream {
         watcher,
         ready,
-        live_lines: BytesMut::new(),
-        live_count: 0,
-        last_live_len: 0,
+        feed,
+        cursor,
         pace: Pace::default(),
-        live: subscription.live,
-        last_rv: subscription.rv,
         sent: 0,
         drop_after_events: faults.drop_watch_after_events,
         deadline: started + timeout,
@@ -429,7 +421,6 @@ pub fn serve(
         bookmark_every,
         shutdown: app.shutdown.clone(),
         app: Arc::clone(app),
-        ending: false,
     };
     let chunks = futures::stream::unfold(stream, |mut stream| async move {
         stream.next_chunk().await.map(|chunk| (chunk, stream))
