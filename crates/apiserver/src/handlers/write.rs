@@ -3,12 +3,13 @@
 use std::sync::Arc;
 
 use axum::response::Response;
+use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
 use serde_json::Value;
 
 use super::read::key_of;
-use super::render::object_value;
-use super::{Req, json_response, parse_yaml};
+use super::render::{needs_transform, object_value};
+use super::{Req, bytes_response, json_response, parse_yaml};
 use crate::App;
 use crate::fields;
 use crate::paths::ResourcePath;
@@ -33,21 +34,49 @@ pub enum Outcome {
     Unchanged,
 }
 
-/// Answers with an object and any warnings.
+/// Answers with an object and any warnings; `defaulted` when this write's schema pass
+/// made it (see [`serves_stored_bytes`]).
 #[must_use]
 pub fn respond(
     code: StatusCode,
     res: &Resource,
     stored: &StoredObject,
+    defaulted: bool,
     warnings: &[String],
 ) -> Response {
-    let mut response = json_response(code, &object_value(res, stored));
+    let mut response = if serves_stored_bytes(res, stored, defaulted) {
+        bytes_response(code, Bytes::copy_from_slice(&stored.json))
+    } else {
+        json_response(code, &object_value(res, stored))
+    };
     for warning in warnings {
         if let Ok(value) = HeaderValue::from_bytes(warning_header(warning).as_bytes()) {
             response.headers_mut().append(http::header::WARNING, value);
         }
     }
     response
+}
+
+/// Whether the stored bytes of an object are what `res` serves of it ([`object_value`]),
+/// so an answer need not parse, default and serialize it again: always when `res` serves
+/// its objects untouched; for a custom resource with a schema, served in its storage
+/// version, when this write's schema pass defaulted the object (`defaulted`: defaulting
+/// it again on read changes nothing; an object read back from the store may predate the
+/// schema's defaults) and it is stored under the served apiVersion.
+fn serves_stored_bytes(res: &Resource, stored: &StoredObject, defaulted: bool) -> bool {
+    if !needs_transform(res) {
+        return true;
+    }
+    if !defaulted || !res.custom || events::is_events_v1(res) || res.version != res.storage_version
+    {
+        return false;
+    }
+    let api_version = res.api_version();
+    stored
+        .json
+        .strip_prefix(b"{\"apiVersion\":\"")
+        .and_then(|rest| rest.strip_prefix(api_version.as_bytes()))
+        .is_some_and(|rest| rest.starts_with(b"\""))
 }
 
 /// A `Warning` header value as kube-apiserver writes it (`net.NewWarningHeader`,
@@ -150,7 +179,7 @@ pub async fn create_object(
     }
     if req.params.dry_run {
         let stored = StoredObject::new(&object, 0).ok_or_else(|| ApiError::internal("encode"))?;
-        return Ok(respond(StatusCode::CREATED, res, &stored, &warnings));
+        return Ok(respond(StatusCode::CREATED, res, &stored, true, &warnings));
     }
     let generated = object["metadata"]["generateName"]
         .as_str()
@@ -186,6 +215,7 @@ pub async fn create_object(
         StatusCode::CREATED,
         res,
         &written.change.object,
+        true,
         &warnings,
     ))
 }
@@ -339,6 +369,7 @@ pub async fn update(
         ));
     }
     let mut warnings = Vec::new();
+    let mut defaulted = false;
     let key = key_of(path, name);
     let stored = mutate(app, res, &key, req.params.dry_run, |current| {
         if pinned.is_some_and(|rv| rv != current.rv) {
@@ -360,7 +391,7 @@ pub async fn update(
         }
         let old = events::served(res, current.value());
         let new = prepare::update(res, &old, body.clone(), sub.is_some())?;
-        finish(
+        let outcome = finish(
             res,
             &events::stored(res, old),
             events::stored(res, new),
@@ -368,10 +399,12 @@ pub async fn update(
             sub,
             WriteKind::Body,
             &mut warnings,
-        )
+        )?;
+        defaulted = !matches!(outcome, Outcome::Unchanged);
+        Ok(outcome)
     })
     .await?;
-    Ok(respond(StatusCode::OK, res, &stored, &warnings))
+    Ok(respond(StatusCode::OK, res, &stored, defaulted, &warnings))
 }
 
 /// An apply patch names the endpoint's exact apiVersion and kind. Upstream (1.32): the
@@ -491,6 +524,7 @@ pub async fn patch(
         return create_object(app, res, object, req, true).await;
     }
     let mut warnings = Vec::new();
+    let mut defaulted = false;
     let stored = mutate(app, res, &key, req.params.dry_run, |current| {
         let old = events::served(res, current.value());
         let patched = match kind {
@@ -531,7 +565,7 @@ pub async fn patch(
             return Err(ApiError::stale(&res.group, &res.plural, name));
         }
         let new = prepare::update(res, &old, patched, sub.is_some())?;
-        finish(
+        let outcome = finish(
             res,
             &events::stored(res, old),
             events::stored(res, new),
@@ -543,8 +577,10 @@ pub async fn patch(
                 WriteKind::Patch
             },
             &mut warnings,
-        )
+        )?;
+        defaulted = !matches!(outcome, Outcome::Unchanged);
+        Ok(outcome)
     })
     .await?;
-    Ok(respond(StatusCode::OK, res, &stored, &warnings))
+    Ok(respond(StatusCode::OK, res, &stored, defaulted, &warnings))
 }
