@@ -11,6 +11,7 @@ use api::{
     Cluster, ComputeContract, ComputeContractPhase, Infra, NodeClaim, NodeClaimPhase, names,
 };
 use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -18,6 +19,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::departures::{Departure, Departures};
 use crate::stages::{Stage, Stages};
 use crate::{BENCH_MANAGER, DRIVER_CONCURRENCY, PHASE_LIMIT, TENANT};
 
@@ -85,6 +87,7 @@ enum Seen {
     Claim(watcher::Event<NodeClaim>),
     Contract(watcher::Event<ComputeContract>),
     Infra(watcher::Event<Infra>),
+    Secret(watcher::Event<Secret>),
 }
 
 /// The object a watch event carries, if any.
@@ -101,6 +104,8 @@ pub struct Tracker {
     /// When each claim's entry reached each stage, by its entry name (the
     /// last part of its contract's name, derived from its claim's uid).
     stages: Arc<Mutex<Stages>>,
+    /// How far each deleted claim got on its way out, by its entry name.
+    departures: Arc<Mutex<Departures>>,
     task: JoinHandle<()>,
 }
 
@@ -110,9 +115,18 @@ fn entry_of(contract: &str) -> String {
     contract[contract.len().saturating_sub(len)..].to_owned()
 }
 
+/// What a watch event says is gone: the object of a `Delete`.
+fn deleted<K>(event: &watcher::Event<K>) -> Option<&K> {
+    match event {
+        watcher::Event::Delete(object) => Some(object),
+        _ => None,
+    }
+}
+
 impl Tracker {
-    /// Watches claims and contracts, and with `infras` the Infras too (for
-    /// [`Stage::InfraEntry`]; the other modes leave the server that watch less).
+    /// Watches claims, contracts and join Secrets, and with `infras` the
+    /// Infras too (for [`Stage::InfraEntry`]; the other modes leave the
+    /// server that watch less).
     pub async fn start(
         client: &Client,
         contract_namespace: &str,
@@ -120,6 +134,8 @@ impl Tracker {
     ) -> anyhow::Result<Self> {
         let claims: Api<NodeClaim> = Api::namespaced(client.clone(), TENANT);
         let contracts: Api<ComputeContract> = Api::namespaced(client.clone(), contract_namespace);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), contract_namespace);
+        let join_secrets = watcher::Config::default().labels(names::INFRA_NAME_LABEL);
         let mut watches = vec![
             watcher(claims, watcher::Config::default())
                 .map_ok(Seen::Claim)
@@ -127,6 +143,7 @@ impl Tracker {
             watcher(contracts, watcher::Config::default())
                 .map_ok(Seen::Contract)
                 .boxed(),
+            watcher(secrets, join_secrets).map_ok(Seen::Secret).boxed(),
         ];
         if infras {
             let infras: Api<Infra> = Api::namespaced(client.clone(), contract_namespace);
@@ -140,6 +157,9 @@ impl Tracker {
         let (sender, mut tally) = watch::channel(Tally::default());
         let stages = Arc::new(Mutex::new(Stages::default()));
         let seen = Arc::clone(&stages);
+        let departures = Arc::new(Mutex::new(Departures::default()));
+        let left = Arc::clone(&departures);
+        let secret_prefix = names::join_secret_name("");
         let task = tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
             let (mut claims, mut contracts) = (Done::default(), Done::default());
@@ -149,6 +169,13 @@ impl Tracker {
                 match event {
                     Seen::Claim(event) => {
                         listed.0 |= matches!(event, watcher::Event::InitDone);
+                        if let Some(uid) = deleted(&event).and_then(|claim| claim.uid()) {
+                            left.lock().unwrap_or_else(PoisonError::into_inner).gone(
+                                &names::entry_name(&uid),
+                                Departure::ClaimGone,
+                                Instant::now(),
+                            );
+                        }
                         claims.apply(event, |claim| {
                             claim.status.as_ref().and_then(|s| s.phase)
                                 == Some(NodeClaimPhase::Joined)
@@ -161,6 +188,16 @@ impl Tracker {
                             seen.lock()
                                 .unwrap_or_else(PoisonError::into_inner)
                                 .contract(&entry, contract, Instant::now());
+                            left.lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .contract(&entry, contract, Instant::now());
+                        }
+                        if let Some(contract) = deleted(&event) {
+                            left.lock().unwrap_or_else(PoisonError::into_inner).gone(
+                                &entry_of(&contract.name_any()),
+                                Departure::ContractGone,
+                                Instant::now(),
+                            );
                         }
                         contracts.apply(event, |contract| {
                             contract.status.as_ref().and_then(|s| s.phase)
@@ -172,6 +209,18 @@ impl Tracker {
                             seen.lock()
                                 .unwrap_or_else(PoisonError::into_inner)
                                 .infra(infra, Instant::now());
+                        }
+                        continue;
+                    }
+                    Seen::Secret(event) => {
+                        let name = deleted(&event).map(|secret| secret.name_any());
+                        let entry = name.as_deref().and_then(|n| n.strip_prefix(&secret_prefix));
+                        if let Some(entry) = entry {
+                            left.lock().unwrap_or_else(PoisonError::into_inner).gone(
+                                entry,
+                                Departure::SecretGone,
+                                Instant::now(),
+                            );
                         }
                         continue;
                     }
@@ -194,6 +243,7 @@ impl Tracker {
         Ok(Self {
             tally,
             stages,
+            departures,
             task,
         })
     }
@@ -221,6 +271,14 @@ impl Tracker {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .print(created, started);
+    }
+
+    /// The way out of the claims `deleted` (entry, delete answered), as printed.
+    pub fn departures(&self, deleted: &[(String, Instant)], started: Instant) -> String {
+        self.departures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .report(deleted, started)
     }
 
     pub fn stop(self) {
@@ -322,20 +380,29 @@ pub async fn create_claims(
     .context("create the NodeClaims")
 }
 
-/// Deletes the claims, [`DRIVER_CONCURRENCY`] at once.
-pub async fn delete_claims(client: &Client, claims: &[NodeClaim]) -> anyhow::Result<()> {
+/// Deletes the claims, [`DRIVER_CONCURRENCY`] at once; returns each one's
+/// contract entry and when its delete was answered (a claim the server
+/// removed at once, without a finalizer, has no entry to follow).
+pub async fn delete_claims(
+    client: &Client,
+    claims: &[NodeClaim],
+) -> anyhow::Result<Vec<(String, Instant)>> {
     let api: Api<NodeClaim> = Api::namespaced(client.clone(), TENANT);
-    futures::stream::iter(claims.iter().map(|claim| {
-        let api = &api;
-        async move {
-            let name = claim.metadata.name.as_deref().unwrap_or_default();
-            api.delete(name, &DeleteParams::default()).await.map(drop)
-        }
-    }))
-    .buffer_unordered(DRIVER_CONCURRENCY)
-    .try_collect::<()>()
-    .await
-    .context("delete the NodeClaims")
+    let deleted: Vec<Option<(String, Instant)>> =
+        futures::stream::iter(claims.iter().map(|claim| {
+            let api = &api;
+            async move {
+                let name = claim.metadata.name.as_deref().unwrap_or_default();
+                let answer = api.delete(name, &DeleteParams::default()).await?;
+                let uid = answer.left().and_then(|claim| claim.uid());
+                Ok::<_, kube::Error>(uid.map(|uid| (names::entry_name(&uid), Instant::now())))
+            }
+        }))
+        .buffer_unordered(DRIVER_CONCURRENCY)
+        .try_collect()
+        .await
+        .context("delete the NodeClaims")?;
+    Ok(deleted.into_iter().flatten().collect())
 }
 
 /// How long a plain client takes to create `count` small objects,

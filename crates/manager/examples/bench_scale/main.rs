@@ -12,11 +12,15 @@
 //!   claim and no contract is left. Prints the API writes per node of the
 //!   whole life by writer, verb and resource, reconciles per node, CPU per
 //!   node of the manager and of the API server, scale-down against scale-up
-//!   per node, and memory. Exits non-zero when the manager writes while idle
+//!   per node, the CPU of each phase, the way out of the deleted claims (as
+//!   `--throughput` gives the way in: each claim's contract marked for
+//!   release, Releasing, Released, deleted, gone, its join Secret gone, the
+//!   claim gone, p50 / p99 from its delete), and memory. Exits non-zero when the manager writes while idle
 //!   (a hot loop).
 //! - `--curve [--sizes 100,300,1000,3000]`: one life per size; the manager's
 //!   and the API server's CPU per node, and the ratio of the largest size's
-//!   figure to the smallest's. Exits non-zero past [`CURVE_LIMIT`].
+//!   figure to the smallest's, each size's CPU per node up and down, and
+//!   each size's way out. Exits non-zero past [`CURVE_LIMIT`].
 //! - `--throughput [--clusters 100 --nodes 10]`: the claims to Deployed,
 //!   beside what a plain client needs to create as many objects plus one
 //!   bid window (the floor), and where the time went: each stage of a claim
@@ -33,6 +37,7 @@
 //!
 //! `cargo run --release -p manager --example bench_scale -- --clusters 10 --nodes 10`
 
+mod departures;
 mod fleet;
 mod probe;
 mod report;
@@ -173,13 +178,16 @@ async fn life(
     let joined = Reading::take(&mut world).await?;
     tokio::time::sleep(idle).await;
     let idled = Reading::take(&mut world).await?;
-    fleet::delete_claims(&world.client, &claims).await?;
+    let deleted = fleet::delete_claims(&world.client, &claims).await?;
     tracker
         .wait("every NodeClaim and ComputeContract gone", |t| {
             t.claims == 0 && t.contracts == 0
         })
         .await?;
     let gone = Reading::take(&mut world).await?;
+    // The driver's watch may see the last Secret go after the last claim.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let way_out = tracker.departures(&deleted, idled.at);
     let log = world.server.requests();
     tracker.stop();
     world.stop().await;
@@ -193,6 +201,7 @@ async fn life(
         joined,
         idled,
         gone,
+        way_out,
     })
 }
 

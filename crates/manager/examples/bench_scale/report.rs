@@ -20,7 +20,7 @@ const CACHED_CONTRACTS: f64 = 10_000.0;
 
 /// Where things stood at one moment.
 pub struct Reading {
-    at: Instant,
+    pub at: Instant,
     /// Length of the server's (writes-only) request log.
     writes: usize,
     /// List requests so far, anyone's (the driver lists only when its watches start).
@@ -69,6 +69,8 @@ pub struct Life {
     pub joined: Reading,
     pub idled: Reading,
     pub gone: Reading,
+    /// The deleted claims' steps on their way out, as printed.
+    pub way_out: String,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -107,6 +109,39 @@ impl Life {
                 / nodes,
             (self.gone.server_cpu.saturating_sub(self.before.server_cpu)) / nodes,
         )
+    }
+
+    /// CPU per node of the scale-up (`up`) or the scale-down: (manager, API server).
+    fn phase_cpu_per_node(&self, up: bool) -> (Duration, Duration) {
+        let (from, to) = if up {
+            (&self.before, &self.joined)
+        } else {
+            (&self.idled, &self.gone)
+        };
+        let nodes = u32::try_from(self.total()).unwrap_or(u32::MAX);
+        (
+            to.manager_cpu.saturating_sub(from.manager_cpu) / nodes,
+            to.server_cpu.saturating_sub(from.server_cpu) / nodes,
+        )
+    }
+
+    /// The scale-down's CPU per node beside the scale-up's, and the way out.
+    fn print_way_out(&self) {
+        let (up_manager, up_server) = self.phase_cpu_per_node(true);
+        let (down_manager, down_server) = self.phase_cpu_per_node(false);
+        let cores = |cpu: Duration, phase: Duration| cpu.as_secs_f64() / phase.as_secs_f64();
+        let nodes = u32::try_from(self.total()).unwrap_or(u32::MAX);
+        println!(
+            "  CPU per node, up / down: manager {:.2} / {:.2} ms, API server {:.2} / {:.2} ms; \
+             cores busy up {:.2}, down {:.2}",
+            ms(up_manager),
+            ms(down_manager),
+            ms(up_server),
+            ms(down_server),
+            cores((up_manager + up_server) * nodes, self.up()),
+            cores((down_manager + down_server) * nodes, self.down()),
+        );
+        print!("{}", self.way_out);
     }
 
     fn up(&self) -> Duration {
@@ -213,6 +248,7 @@ impl Life {
             ms(server),
         );
         self.print_memory();
+        self.print_way_out();
     }
 
     fn print_memory(&self) {
@@ -279,6 +315,10 @@ pub fn print_curve(lives: &[Life]) -> f64 {
             ms(server),
             writes,
         );
+    }
+    for life in lives {
+        println!("  {} nodes, scale-down:", life.total());
+        life.print_way_out();
     }
     let (Some(first), Some(last)) = (lives.first(), lives.last()) else {
         return 0.0;

@@ -105,39 +105,56 @@ impl Stages {
              (claim created -> stage p50 / p99; the last claim to reach it, since the first create):",
             created.len()
         );
-        let last_created = created
-            .iter()
-            .map(|(_, at)| at.saturating_duration_since(started))
-            .max()
-            .unwrap_or_default();
-        println!(
-            "    {:<24} {:>9} {:>9} {:>9.2?}",
-            "claim created", "", "", last_created
-        );
-        for stage in Stage::ALL {
-            let mut latencies = Vec::with_capacity(created.len());
-            let mut last = Duration::ZERO;
-            let mut missing = 0;
-            for (entry, at) in created {
-                match self.seen.get(entry).and_then(|t| t[stage as usize]) {
-                    Some(seen) => {
-                        latencies.push(seen.saturating_duration_since(*at));
-                        last = last.max(seen.saturating_duration_since(started));
-                    }
-                    None => missing += 1,
-                }
-            }
-            let p50 = percentile(&mut latencies, 0.5);
-            let p99 = percentile(&mut latencies, 0.99);
-            let missing = if missing > 0 {
-                format!("  ({missing} never seen)")
-            } else {
-                String::new()
-            };
-            println!(
-                "    {:<24} {p50:>9.2?} {p99:>9.2?} {last:>9.2?}{missing}",
-                stage.label()
-            );
-        }
+        let rows = Stage::ALL.map(|stage| {
+            (stage.label(), move |entry: &str| {
+                self.seen.get(entry).and_then(|t| t[stage as usize])
+            })
+        });
+        print!("{}", rows_text("claim created", created, started, &rows));
     }
+}
+
+/// When the last of `started_at` started (since `started`), then one line
+/// per row: `started_at` -> when the row's `reached` says, p50 and p99 over
+/// the entries, and when the last one got there (since `started`).
+pub fn rows_text<F: Fn(&str) -> Option<Instant>>(
+    start_label: &str,
+    started_at: &[(String, Instant)],
+    started: Instant,
+    rows: &[(&str, F)],
+) -> String {
+    let last_started = started_at
+        .iter()
+        .map(|(_, at)| at.saturating_duration_since(started))
+        .max()
+        .unwrap_or_default();
+    let mut text = format!(
+        "    {:<24} {:>9} {:>9} {:>9.2?}\n",
+        start_label, "", "", last_started
+    );
+    for (label, reached) in rows {
+        let mut latencies = Vec::with_capacity(started_at.len());
+        let mut last = Duration::ZERO;
+        let mut missing = 0;
+        for (entry, at) in started_at {
+            match reached(entry) {
+                Some(seen) => {
+                    latencies.push(seen.saturating_duration_since(*at));
+                    last = last.max(seen.saturating_duration_since(started));
+                }
+                None => missing += 1,
+            }
+        }
+        let p50 = percentile(&mut latencies, 0.5);
+        let p99 = percentile(&mut latencies, 0.99);
+        let missing = if missing > 0 {
+            format!("  ({missing} never seen)")
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            "    {label:<24} {p50:>9.2?} {p99:>9.2?} {last:>9.2?}{missing}\n"
+        ));
+    }
+    text
 }
