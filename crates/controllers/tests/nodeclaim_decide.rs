@@ -137,6 +137,7 @@ fn converged_world_plans_nothing_and_keeps_tokens() {
 fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
     let mut w = two_claims();
     w.settle(start());
+    let before = phase(&w, "worker-a");
     w.claim_mut("worker-a").metadata.deletion_timestamp = Some(to_time(start()));
     let plan = w.reconcile(start());
     let Some(InfraAction::Apply(infra)) = &plan.infra else {
@@ -151,12 +152,30 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
         plan.delete_secrets.is_empty(),
         "secret outlives the contract"
     );
+    // Write economy (plan 0012 S6): a claim deleted a moment ago is not
+    // written; it is looked at again when it would be shown Releasing.
+    let shown = start() + controllers::nodeclaim::RELEASING_SHOWN_AFTER;
+    assert!(
+        plan.claim_statuses.is_empty(),
+        "no status write while the deletion is new: {:?}",
+        plan.claim_statuses
+    );
+    assert_eq!(phase(&w, "worker-a"), before);
+    assert_eq!(plan.requeue_at, Some(shown));
+    w.reconcile(shown - Duration::seconds(1));
+    assert_eq!(phase(&w, "worker-a"), before);
+    // Still held when the time comes: it says Releasing and why.
+    w.reconcile(shown);
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Releasing));
+    assert_eq!(
+        cond(&w, "worker-a", INFRA_COMPOSED).reason,
+        reason::CLAIM_DELETING
+    );
     w.infra_step(); // released
-    w.reconcile(start());
+    w.reconcile(shown);
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Released));
     w.infra_step(); // deleted
-    let plan = w.reconcile(start());
+    let plan = w.reconcile(shown);
     let deleted: Vec<&str> = plan
         .delete_secrets
         .iter()
@@ -167,7 +186,7 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
         plan.remove_claim_finalizers.is_empty(),
         "secret still in the cache"
     );
-    let plan = w.reconcile(start());
+    let plan = w.reconcile(shown);
     assert_eq!(plan.remove_claim_finalizers.len(), 1);
     assert!(w.claims.iter().all(|c| c.name_any() != "worker-a"));
     assert_eq!(w.entries(), vec![entry_name("uid-b")]);

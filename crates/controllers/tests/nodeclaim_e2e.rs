@@ -8,12 +8,14 @@
 mod nodeclaim_e2e_support;
 
 use api::names::{
-    CLUSTER_FINALIZER, CLUSTER_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL, JOIN_SECRET_TYPE,
-    NODECLAIM_FINALIZER, entry_name,
+    CLUSTER_FINALIZER, CLUSTER_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASE_FINALIZER,
+    JOIN_SECRET_TYPE, NODECLAIM_FINALIZER, entry_name,
 };
 use api::{
     Cluster, ComputeContractPhase, Infra, NodeClaim, NodeClaimPhase, NodeClaimSpec, Resources,
 };
+use chrono::{DateTime, Utc};
+use controllers::nodeclaim;
 use controllers::nodeclaim::conditions::{INFRA_COMPOSED, reason};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -395,11 +397,51 @@ async fn a_claim_is_written_once_per_step_of_its_own() {
         );
         phases.remove(0);
     }
+    // A deleted claim is written only if it is still held
+    // RELEASING_SHOWN_AFTER after its deletion (a loaded machine), never sooner.
+    if phases.last().map(String::as_str) == Some("Releasing") {
+        let (deleted_at, shown_at) = releasing_times(&history, "worker-a");
+        assert!(
+            shown_at >= deleted_at + nodeclaim::RELEASING_SHOWN_AFTER,
+            "Releasing written at {shown_at}, the claim deleted at {deleted_at}"
+        );
+        phases.pop();
+    }
     assert_eq!(
         phases,
-        ["Requesting", "Joined", "Releasing"],
-        "entry written (one Renting message until the guest runs), node joined, releasing"
+        ["Requesting", "Joined"],
+        "entry written (one Renting message until the guest runs), node joined"
     );
+}
+
+/// When the claim `name` was deleted, and when its status first said so
+/// (the InfraComposed condition's transition to ClaimDeleting).
+fn releasing_times(
+    history: &[apiserver::testing::HistoryEntry],
+    name: &str,
+) -> (DateTime<Utc>, DateTime<Utc>) {
+    let objects: Vec<serde_json::Value> = history
+        .iter()
+        .filter(|entry| entry.name == name && entry.resource.ends_with("/nodeclaims"))
+        .map(apiserver::testing::HistoryEntry::object)
+        .collect();
+    let time = |v: &serde_json::Value| {
+        v.as_str()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+    };
+    let deleted_at = objects
+        .iter()
+        .find_map(|o| time(&o["metadata"]["deletionTimestamp"]))
+        .expect("the claim was deleted");
+    let shown_at = objects
+        .iter()
+        .filter_map(|o| o["status"]["conditions"].as_array().cloned())
+        .flatten()
+        .find(|c| c["type"] == INFRA_COMPOSED && c["reason"] == reason::CLAIM_DELETING)
+        .and_then(|c| time(&c["lastTransitionTime"]))
+        .expect("Releasing says the claim is being deleted");
+    (deleted_at, shown_at)
 }
 
 /// The reason of the InfraComposed condition in the first status written to
@@ -419,4 +461,28 @@ fn first_composed_reason(history: &[apiserver::testing::HistoryEntry], name: &st
                 .map(str::to_owned)
         })
         .unwrap_or_default()
+}
+
+/// Write economy (issue 12): the Infra is born with the Infra controller's
+/// release finalizer (the NodeClaim controller's apply carries it), so no
+/// later write adds it; only the Infra controller's cleanup removes it.
+#[tokio::test]
+async fn an_infra_is_born_with_its_release_finalizer() {
+    let env = start().await;
+    let _ = two_claims_joined(&env).await;
+    let infra_name = api::names::infra_name(NS, "c1");
+    let finalizers: Vec<serde_json::Value> = env
+        .server
+        .history()
+        .iter()
+        .filter(|entry| entry.name == infra_name && entry.resource.ends_with("/infras"))
+        .map(|entry| entry.object()["metadata"]["finalizers"].clone())
+        .collect();
+    assert!(!finalizers.is_empty(), "the Infra was written");
+    assert!(
+        finalizers
+            .iter()
+            .all(|f| *f == json!([INFRA_RELEASE_FINALIZER])),
+        "the Infra's finalizers, write by write: {finalizers:?}"
+    );
 }

@@ -147,7 +147,10 @@ fn without_a_root_a_live_clusters_infra_is_left_alone() {
 fn a_claim_deleted_while_the_root_is_deleted_still_finishes() {
     let mut w = two_joined();
     w.root = RootState::Deleting;
-    w.claim_mut("worker-a").metadata.deletion_timestamp = Some(to_time(start()));
+    // Deleted long enough ago to be shown Releasing (a newer deletion is not written).
+    w.claim_mut("worker-a").metadata.deletion_timestamp = Some(to_time(
+        start() - controllers::nodeclaim::RELEASING_SHOWN_AFTER,
+    ));
     w.reconcile(start());
     assert_eq!(
         cond(&w, "worker-a", INFRA_COMPOSED).reason,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use api::names::{
     CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, DNS_LABEL_MAX_LEN, INFRA_NAME_LABEL,
-    compute_contract_name, infra_name, join_secret_name,
+    INFRA_RELEASE_FINALIZER, compute_contract_name, infra_name, join_secret_name,
 };
 use api::{
     Cluster, ClusterKind, ClusterRef, ContractEntry, Infra, InfraRef, InfraSpec, NodeClaim,
@@ -383,9 +383,16 @@ pub fn compose_entry(
     }
 }
 
-/// The whole desired Infra of a Cluster: its labels, clusterRef and one entry
-/// per composed claim, sorted by entry name so the same claims always give the
-/// same object.
+/// The whole desired Infra of a Cluster: its labels, the Infra controller's
+/// release finalizer, clusterRef and one entry per composed claim, sorted by
+/// entry name so the same claims always give the same object.
+///
+/// The finalizer is in the applied object so the Infra is born with it: the
+/// Infra controller does not patch it in (one write per Infra fewer, plan
+/// 0012 S6), and an Infra deleted before that controller first saw it still
+/// waits for its contracts. The Infra controller alone removes it (a plain
+/// patch: this apply's ownership of it does not stand in the way), and this
+/// controller never applies a deleting Infra, so it never adds it back.
 #[must_use]
 pub fn infra_object(
     key: &ClusterKey,
@@ -411,6 +418,7 @@ pub fn infra_object(
         name: Some(key.infra_name()),
         namespace: Some(contract_namespace.to_owned()),
         labels: Some(infra_labels(key)),
+        finalizers: Some(vec![INFRA_RELEASE_FINALIZER.to_owned()]),
         ..ObjectMeta::default()
     };
     infra

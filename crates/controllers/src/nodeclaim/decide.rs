@@ -322,7 +322,12 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             plan.remove_claim_finalizers.push(finalizer_change(*claim));
         }
 
-        if status != previous {
+        if status != previous
+            && let Some(shown_at) = status::held_while_going(claim, now)
+        {
+            // Written only if the claim is still here then (the requeue).
+            plan.requeue_at = earliest(plan.requeue_at, Some(shown_at));
+        } else if status != previous {
             plan.claim_statuses.push(ClaimStatusChange {
                 namespace: claim.namespace().unwrap_or_default(),
                 name: claim.name_any(),

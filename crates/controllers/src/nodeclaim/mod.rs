@@ -41,6 +41,8 @@ mod status;
 #[cfg(test)]
 mod test_fixtures;
 
+pub use status::RELEASING_SHOWN_AFTER;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -165,6 +165,21 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
     decision
 }
 
+/// How long a deleted claim goes without a status write. Its release is
+/// usually over (the claim gone) well within it: the Releasing write then
+/// told nobody anything its deletionTimestamp did not, and was one write per
+/// node (plan 0012 S6). A claim still held after it (a slow market, a failing
+/// release, no Requester) shows Releasing and why.
+pub const RELEASING_SHOWN_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// Until when a deleted claim's status is not written: `None` when it is not
+/// being deleted or its deletion is [`RELEASING_SHOWN_AFTER`] old at `now`.
+pub(super) fn held_while_going(claim: &NodeClaim, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let deleted_at = crate::time::from_time(claim.metadata.deletion_timestamp.as_ref()?);
+    let shown_at = deleted_at + RELEASING_SHOWN_AFTER;
+    (now < shown_at).then_some(shown_at)
+}
+
 /// The phase of a composed claim, from its contract.
 fn composed_phase(contract: Option<&ComputeContract>) -> NodeClaimPhase {
     let status = contract.and_then(|c| c.status.as_ref());
