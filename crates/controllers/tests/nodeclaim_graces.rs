@@ -248,3 +248,58 @@ fn worker_a_deployed_without_a_node() -> (ManualClock, World) {
     w.set_contract_phase("worker-a", ComputeContractPhase::Deployed, guest(None));
     (clock, w)
 }
+
+/// Write economy (plan 0012 S6): a new claim is not written while it only
+/// says Requesting; it is looked at again REQUESTING_SHOWN_AFTER after its
+/// creation and shown Requesting then if its node has not joined.
+#[test]
+fn a_new_claim_is_shown_requesting_only_once_it_has_waited() {
+    let mut w = two_claims();
+    for claim in &mut w.claims {
+        claim.metadata.creation_timestamp = Some(to_time(start()));
+    }
+    let shown = start() + controllers::nodeclaim::REQUESTING_SHOWN_AFTER;
+    let plan = w.reconcile(start());
+    assert!(
+        plan.claim_statuses.is_empty(),
+        "no Requesting write for a new claim: {:?}",
+        plan.claim_statuses
+    );
+    assert!(
+        matches!(plan.infra, Some(InfraAction::Apply(_))),
+        "it is rented all the same"
+    );
+    assert_eq!(plan.requeue_at, Some(shown));
+    w.infra_step();
+    w.set_contract_phase("worker-a", ComputeContractPhase::Bidding, None);
+    w.reconcile(shown - Duration::seconds(1));
+    assert_eq!(phase(&w, "worker-a"), None);
+    w.reconcile(shown);
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Requesting));
+    assert!(cond(&w, "worker-a", INFRA_COMPOSED).is_true());
+}
+
+/// A node that joins within REQUESTING_SHOWN_AFTER: its claim's first write
+/// is Joined, naming its entry.
+#[test]
+fn a_claim_that_joins_at_once_is_first_written_joined() {
+    let mut w = two_claims();
+    for claim in &mut w.claims {
+        claim.metadata.creation_timestamp = Some(to_time(start()));
+    }
+    w.reconcile(start());
+    w.infra_step();
+    w.set_contract_phase(
+        "worker-a",
+        ComputeContractPhase::Deployed,
+        guest(Some("node-a")),
+    );
+    let plan = w.reconcile(start() + Duration::seconds(1));
+    let written: Vec<_> = plan
+        .claim_statuses
+        .iter()
+        .map(|c| (c.name.as_str(), c.status.phase))
+        .collect();
+    assert_eq!(written, [("worker-a", Some(NodeClaimPhase::Joined))]);
+    assert!(w.claim("worker-a").status.as_ref().unwrap().infra.is_some());
+}

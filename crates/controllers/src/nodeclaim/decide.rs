@@ -323,9 +323,9 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
         }
 
         if status != previous
-            && let Some(shown_at) = status::held_while_going(claim, now)
+            && let Some(shown_at) = status::held_until(claim, &previous, &status, now)
         {
-            // Written only if the claim is still here then (the requeue).
+            // Written only if it still applies then (the requeue).
             plan.requeue_at = earliest(plan.requeue_at, Some(shown_at));
         } else if status != previous {
             plan.claim_statuses.push(ClaimStatusChange {

@@ -41,7 +41,7 @@ mod status;
 #[cfg(test)]
 mod test_fixtures;
 
-pub use status::RELEASING_SHOWN_AFTER;
+pub use status::{RELEASING_SHOWN_AFTER, REQUESTING_SHOWN_AFTER};
 
 use std::sync::Arc;
 use std::time::Duration;

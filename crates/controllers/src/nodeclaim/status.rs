@@ -172,11 +172,30 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
 /// release, no Requester) shows Releasing and why.
 pub const RELEASING_SHOWN_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 
-/// Until when a deleted claim's status is not written: `None` when it is not
-/// being deleted or its deletion is [`RELEASING_SHOWN_AFTER`] old at `now`.
-pub(super) fn held_while_going(claim: &NodeClaim, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let deleted_at = crate::time::from_time(claim.metadata.deletion_timestamp.as_ref()?);
-    let shown_at = deleted_at + RELEASING_SHOWN_AFTER;
+/// How long a new claim goes without its first status when that only says
+/// it is being rented (Requesting): a claim whose node joins within it is
+/// written once, Joined, with everything Requesting would have said (plan
+/// 0012 S6). A problem (Pending, Failed) or a machine that runs without its
+/// node (Deployed, which starts the join grace) is written at once.
+pub const REQUESTING_SHOWN_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// Until when a claim's new status is not written: a deleted claim until its
+/// deletion is [`RELEASING_SHOWN_AFTER`] old; a claim never written whose new
+/// status is Requesting until it is [`REQUESTING_SHOWN_AFTER`] old. `None`:
+/// write it now.
+pub(super) fn held_until(
+    claim: &NodeClaim,
+    previous: &NodeClaimStatus,
+    new: &NodeClaimStatus,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let shown_at = if let Some(deleted) = &claim.metadata.deletion_timestamp {
+        crate::time::from_time(deleted) + RELEASING_SHOWN_AFTER
+    } else if previous.phase.is_none() && new.phase == Some(NodeClaimPhase::Requesting) {
+        crate::time::from_time(claim.metadata.creation_timestamp.as_ref()?) + REQUESTING_SHOWN_AFTER
+    } else {
+        return None;
+    };
     (now < shown_at).then_some(shown_at)
 }
 
