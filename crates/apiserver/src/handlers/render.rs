@@ -49,9 +49,48 @@ pub fn render_value(res: &Resource, stored: &StoredObject, render: Render) -> Va
     }
 }
 
+/// Whether the stored bytes of an object are what `res` serves of it ([`object_value`]),
+/// so they need not be parsed, defaulted and serialized again: always when `res` serves
+/// its objects untouched; for a custom resource with a schema, served in its storage
+/// version, when the schema pass of the write that stored it, through `res` itself,
+/// defaulted the object (`defaulted`: defaulting it again changes nothing; an object
+/// stored otherwise may predate the schema's defaults) and it is stored under the served
+/// apiVersion.
+#[must_use]
+pub fn serves_stored_bytes(res: &Resource, stored: &StoredObject, defaulted: bool) -> bool {
+    if !needs_transform(res) {
+        return true;
+    }
+    if !defaulted
+        || !res.custom
+        || crate::semantics::events::is_events_v1(res)
+        || res.version != res.storage_version
+    {
+        return false;
+    }
+    let api_version = res.api_version();
+    stored
+        .json
+        .strip_prefix(b"{\"apiVersion\":\"")
+        .and_then(|rest| rest.strip_prefix(api_version.as_bytes()))
+        .is_some_and(|rest| rest.starts_with(b"\""))
+}
+
 /// Appends the rendered object's JSON to `out` (splicing stored bytes when possible).
 pub fn write_rendered(out: &mut Vec<u8>, res: &Resource, stored: &StoredObject, render: Render) {
-    if render == Render::Full && !needs_transform(res) {
+    write_rendered_as(out, res, stored, render, false);
+}
+
+/// As [`write_rendered`], for an object `defaulted` by the write that stored it through
+/// `res` ([`serves_stored_bytes`]).
+pub fn write_rendered_as(
+    out: &mut Vec<u8>,
+    res: &Resource,
+    stored: &StoredObject,
+    render: Render,
+    defaulted: bool,
+) {
+    if render == Render::Full && serves_stored_bytes(res, stored, defaulted) {
         out.extend_from_slice(&stored.json);
     } else {
         let value = render_value(res, stored, render);

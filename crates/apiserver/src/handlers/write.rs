@@ -8,7 +8,7 @@ use http::{HeaderValue, StatusCode};
 use serde_json::Value;
 
 use super::read::key_of;
-use super::render::{needs_transform, object_value};
+use super::render::{object_value, serves_stored_bytes};
 use super::{Req, bytes_response, json_response, parse_yaml};
 use crate::App;
 use crate::fields;
@@ -55,28 +55,6 @@ pub fn respond(
         }
     }
     response
-}
-
-/// Whether the stored bytes of an object are what `res` serves of it ([`object_value`]),
-/// so an answer need not parse, default and serialize it again: always when `res` serves
-/// its objects untouched; for a custom resource with a schema, served in its storage
-/// version, when this write's schema pass defaulted the object (`defaulted`: defaulting
-/// it again on read changes nothing; an object read back from the store may predate the
-/// schema's defaults) and it is stored under the served apiVersion.
-fn serves_stored_bytes(res: &Resource, stored: &StoredObject, defaulted: bool) -> bool {
-    if !needs_transform(res) {
-        return true;
-    }
-    if !defaulted || !res.custom || events::is_events_v1(res) || res.version != res.storage_version
-    {
-        return false;
-    }
-    let api_version = res.api_version();
-    stored
-        .json
-        .strip_prefix(b"{\"apiVersion\":\"")
-        .and_then(|rest| rest.strip_prefix(api_version.as_bytes()))
-        .is_some_and(|rest| rest.starts_with(b"\""))
 }
 
 /// A `Warning` header value as kube-apiserver writes it (`net.NewWarningHeader`,
@@ -194,10 +172,13 @@ pub async fn create_object(
         } else {
             std::mem::take(&mut object)
         };
-        match app
-            .store
-            .write(&res.storage, &key, Op::Put(attempt), Expect::Absent)
-        {
+        match app.store.write_via(
+            &res.storage,
+            &key,
+            Op::Put(attempt),
+            Expect::Absent,
+            Some(res),
+        ) {
             // A generated name that collides is generated again, as the real server retries.
             Err(WriteError::Exists) if generated.is_some() && attempts < 8 => {
                 attempts += 1;
@@ -244,6 +225,26 @@ pub async fn mutate<F>(
     res: &Resource,
     key: &ObjKey,
     dry_run: bool,
+    mutation: F,
+) -> ApiResult<Arc<StoredObject>>
+where
+    F: FnMut(&StoredObject) -> ApiResult<Outcome>,
+{
+    mutate_via(app, res, key, dry_run, None, mutation).await
+}
+
+/// As [`mutate`], for a mutation whose stored objects went through the schema pass of
+/// `via` (the served resource), which the watch lines of the write then rely on
+/// ([`serves_stored_bytes`]).
+///
+/// # Errors
+/// As [`mutate`].
+pub async fn mutate_via<F>(
+    app: &Arc<App>,
+    res: &Resource,
+    key: &ObjKey,
+    dry_run: bool,
+    via: Option<&Arc<Resource>>,
     mut mutation: F,
 ) -> ApiResult<Arc<StoredObject>>
 where
@@ -272,7 +273,7 @@ where
         }
         match app
             .store
-            .write(&res.storage, key, op, Expect::Rv(current.rv))
+            .write_via(&res.storage, key, op, Expect::Rv(current.rv), via)
         {
             Ok(mut written) => {
                 written.wait_durable().await;
@@ -371,7 +372,7 @@ pub async fn update(
     let mut warnings = Vec::new();
     let mut defaulted = false;
     let key = key_of(path, name);
-    let stored = mutate(app, res, &key, req.params.dry_run, |current| {
+    let stored = mutate_via(app, res, &key, req.params.dry_run, Some(res), |current| {
         if pinned.is_some_and(|rv| rv != current.rv) {
             return Err(ApiError::stale(&res.group, &res.plural, name));
         }
@@ -525,7 +526,7 @@ pub async fn patch(
     }
     let mut warnings = Vec::new();
     let mut defaulted = false;
-    let stored = mutate(app, res, &key, req.params.dry_run, |current| {
+    let stored = mutate_via(app, res, &key, req.params.dry_run, Some(res), |current| {
         let old = events::served(res, current.value());
         let patched = match kind {
             PatchKind::Merge => {

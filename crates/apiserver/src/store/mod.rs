@@ -26,7 +26,7 @@ use tokio::time::Instant;
 pub use gc_index::{EVENTS_STORAGE, GcWork, Location};
 pub use object::{ObjKey, StoredObject};
 
-use crate::registry::StorageKey;
+use crate::registry::{Resource, StorageKey};
 
 /// The kind of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +128,9 @@ pub struct TooOld;
 pub struct LiveChange {
     /// The change.
     pub change: Change,
+    /// The served resource whose schema pass defaulted the object this write stored,
+    /// if any (its watch lines may then be the stored bytes: `serves_stored_bytes`).
+    pub defaulted_by: Option<std::sync::Weak<Resource>>,
     /// The first line a watcher rendered for it.
     pub line: lines::FirstLine,
 }
@@ -488,6 +491,23 @@ impl Store {
         op: Op,
         expect: Expect,
     ) -> Result<Written, WriteError> {
+        self.write_via(storage, key, op, expect, None)
+    }
+
+    /// As [`Self::write`], for a put whose object the schema pass of `via` (the served
+    /// resource it was written through) defaulted.
+    ///
+    /// # Errors
+    /// [`WriteError`] when the expectation fails.
+    pub fn write_via(
+        &self,
+        storage: &StorageKey,
+        key: &ObjKey,
+        op: Op,
+        expect: Expect,
+        via: Option<&Arc<Resource>>,
+    ) -> Result<Written, WriteError> {
+        let put = matches!(op, Op::Put(_));
         let mut state = self.state.lock();
         let current = state.tables.get(storage).and_then(|t| t.get(key).cloned());
         match (expect, &current) {
@@ -564,6 +584,7 @@ impl Store {
         }
         let _ = self.tx.send(Arc::new(LiveChange {
             change: change.clone(),
+            defaulted_by: via.filter(|_| put).map(Arc::downgrade),
             line: lines::FirstLine::default(),
         }));
         let durable = match &self.wal {
