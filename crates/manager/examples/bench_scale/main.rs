@@ -52,6 +52,11 @@ use fleet::Tracker;
 use report::{Life, Reading};
 use world::{World, WorldOptions};
 
+/// The manager binary's allocator (see `src/main.rs`), so the in-process
+/// manager and the `--external` one (this executable again) measure it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The tenant namespace of every Cluster and NodeClaim.
 const TENANT: &str = "bench-tenant";
 /// The field manager and user agent of the benchmark's own requests, so they are told apart.
