@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub mod error;
+pub mod event_recorder;
 pub mod infra;
 pub mod market_adapter;
 pub mod message;

@@ -7,9 +7,10 @@
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::{Client, Resource};
 
+use crate::event_recorder::Recorder;
 use crate::metrics::Metrics;
 use crate::{Clock, Error, StopSignal};
 
@@ -83,7 +84,7 @@ impl ReconcilerContext {
             instance: None,
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(client.clone(), reporter, clock.clone()),
             client,
             clock,
             identity,

@@ -69,7 +69,7 @@ use kube::{
     Api, Client, Resource,
     runtime::{
         WatchStreamExt,
-        events::{Event, EventType, Recorder, Reporter},
+        events::{Event, EventType, Reporter},
         reflector::{ObjectRef, Store, store::Writer},
         watcher,
     },
@@ -82,6 +82,7 @@ use decode::{Decoded, Lenient, Undecodable};
 pub use index::Index;
 use index::Indexer;
 
+use crate::event_recorder::Recorder;
 use crate::metrics::Metrics;
 
 /// The name the shared cache reports its Events under.
@@ -523,7 +524,12 @@ impl SharedCaches {
         Self {
             reporting: Reporting {
                 metrics: Metrics::default(),
-                recorder: Recorder::new(client.clone(), reporter),
+                // Nothing is decided from this Event's time: the real clock.
+                recorder: Recorder::new(
+                    client.clone(),
+                    reporter,
+                    Arc::new(crate::time::SystemClock),
+                ),
             },
             infras: Shared::new(Api::namespaced(client.clone(), contract_namespace), any()),
             contracts: Shared::new(Api::namespaced(client.clone(), contract_namespace), any())

@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{Bid, ContractKey, Frequency, Location, MarketError, Receipt, Resources, RfpId};
+use crate::{
+    Bid, ContractKey, Frequency, Location, MarketError, Receipt, RequestForProposal, Resources,
+    RfpId,
+};
 
 /// The terms both sides agreed to when a bid was accepted; its content id is
 /// the receipt's `cid`.
@@ -25,6 +28,15 @@ pub struct Agreement {
 }
 
 impl Agreement {
+    /// Whether `request` asks for what this agreement's RFP asked for.
+    #[must_use]
+    pub(crate) fn is_for(&self, request: &RequestForProposal) -> bool {
+        self.contract == request.contract
+            && self.owner_did == request.owner_did
+            && self.resources == request.resources
+            && self.location == request.location
+    }
+
     /// The content id of the agreement: `sha256:` and the hex digest of a
     /// canonical, length-prefixed encoding of every field.
     ///

@@ -393,11 +393,8 @@ fn accepted(state: &MarketState, rfp: &RfpId) -> Result<Option<(Bid, Receipt)>, 
                 receipt_of(&guest, &released.cid),
             )))
         }
-        RfpLookup::Open(open) => Ok(open
-            .guest
-            .as_deref()
-            .and_then(|id| state.guest(id))
-            .map(|guest| (guest.agreement.bid.clone(), guest.receipt.clone()))),
+        RfpLookup::Published(_) => Ok(None),
+        RfpLookup::Rented(guest) => Ok(Some((guest.agreement.bid.clone(), guest.receipt.clone()))),
     }
 }
 
@@ -419,8 +416,13 @@ impl Market for LocalMarket {
                 reason: "every round of requests for proposal of this name is used".to_owned(),
             });
         };
-        if let RfpLookup::Open(existing) = inner.state.rfp(&id) {
-            if existing.request != rfp {
+        let first_terms = match inner.state.rfp(&id) {
+            RfpLookup::Published(request) => Some(*request == rfp),
+            RfpLookup::Rented(guest) => Some(guest.agreement.is_for(&rfp)),
+            RfpLookup::Closed(_) | RfpLookup::Unknown => None,
+        };
+        if let Some(same) = first_terms {
+            if !same {
                 debug!(contract = %rfp.contract, rfp = %id, "rfp already published; keeping its first terms");
             }
             return Ok(id);
@@ -441,14 +443,12 @@ impl Market for LocalMarket {
         if let Some((bid, _)) = accepted(&inner.state, rfp)? {
             return Ok(vec![bid]);
         }
-        let RfpLookup::Open(record) = inner.state.rfp(rfp) else {
+        let RfpLookup::Published(request) = inner.state.rfp(rfp) else {
             return Err(MarketError::UnknownRfp { rfp: rfp.clone() });
         };
-        Ok(bidders::offers(
-            &inner.bidders,
-            &record.request.resources,
-            |did| inner.state.running_of(did, now_ms),
-        ))
+        Ok(bidders::offers(&inner.bidders, &request.resources, |did| {
+            inner.state.running_of(did, now_ms)
+        }))
     }
 
     async fn accept(&self, rfp: &RfpId, bid: &Bid) -> Result<Receipt, MarketError> {
@@ -465,10 +465,10 @@ impl Market for LocalMarket {
                 })
             };
         }
-        let RfpLookup::Open(record) = inner.state.rfp(rfp) else {
+        let RfpLookup::Published(request) = inner.state.rfp(rfp) else {
             return Err(MarketError::UnknownRfp { rfp: rfp.clone() });
         };
-        let request = record.request.clone();
+        let request = request.clone();
         let offered = bidders::offers(&inner.bidders, &request.resources, |did| {
             inner.state.running_of(did, now_ms)
         });

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Agreement;
 use crate::{Bid, ContractKey, GuestInfo, GuestStatus, Receipt, RequestForProposal, RfpId};
 
-/// A published RFP of a contract's open round and, once accepted, its guest.
+/// A published RFP as the legacy state file kept it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct RfpRecord {
     pub request: RequestForProposal,

@@ -12,7 +12,7 @@ use std::ops::Bound;
 use serde::{Deserialize, Serialize};
 
 use super::bidders;
-use super::records::{GuestRecord, ReleasedGuest, RfpRecord};
+use super::records::{GuestRecord, ReleasedGuest};
 use crate::{ContractKey, RequestForProposal, RfpId};
 
 /// One change to the market, as the journal keeps it.
@@ -47,8 +47,10 @@ pub(crate) enum Change {
 
 /// What a call finds under an RFP id.
 pub(crate) enum RfpLookup<'a> {
-    /// The RFP of its contract's open round, accepted or not.
-    Open(&'a RfpRecord),
+    /// The RFP of its contract's open round, no bid accepted yet: its request.
+    Published(&'a RequestForProposal),
+    /// The RFP of its contract's open round, its guest rented and not released.
+    Rented(&'a GuestRecord),
     /// A round whose guest was released.
     Closed(&'a ReleasedGuest),
     /// This market never published it.
@@ -105,8 +107,10 @@ impl BidderLoad {
 /// counts derived from it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct MarketState {
-    /// The RFPs of every contract's open round, by id.
-    rfps: HashMap<RfpId, RfpRecord>,
+    /// The requests of the RFPs no bid was accepted on yet, by id. An
+    /// accepted RFP leaves: its guest's agreement repeats its request (one
+    /// record per guest, not two; plan 0016 C2).
+    rfps: HashMap<RfpId, RequestForProposal>,
     /// Unreleased guests by guest id.
     guests: HashMap<String, GuestRecord>,
     /// Released guests by guest id, so a late status poll still says
@@ -126,15 +130,12 @@ impl MarketState {
     pub fn apply(&mut self, change: Change) {
         match change {
             Change::Published { rfp, request } => {
-                self.rfps.entry(rfp).or_insert(RfpRecord {
-                    request,
-                    guest: None,
-                });
+                if !self.rented(&rfp) {
+                    self.rfps.entry(rfp).or_insert(request);
+                }
             }
             Change::Accepted { guest, record } => {
-                if let Some(rfp) = self.rfps.get_mut(&record.agreement.rfp) {
-                    rfp.guest = Some(guest.clone());
-                }
+                self.rfps.remove(&record.agreement.rfp);
                 self.load
                     .entry(record.agreement.bid.bidder.clone())
                     .or_default()
@@ -195,14 +196,25 @@ impl MarketState {
     }
 
     pub fn rfp(&self, id: &RfpId) -> RfpLookup<'_> {
-        if let Some(open) = self.rfps.get(id) {
-            return RfpLookup::Open(open);
+        if let Some(request) = self.rfps.get(id) {
+            return RfpLookup::Published(request);
         }
         // One guest per RFP, its id derived from the RFP's.
-        match self.released.get(&bidders::guest_id(id)) {
+        let guest = bidders::guest_id(id);
+        if let Some(rented) = self.guests.get(&guest).filter(|g| g.agreement.rfp == *id) {
+            return RfpLookup::Rented(rented);
+        }
+        match self.released.get(&guest) {
             Some(released) if released.rfp == *id => RfpLookup::Closed(released),
             _ => RfpLookup::Unknown,
         }
+    }
+
+    /// Whether the guest of RFP `id` is rented and not released.
+    fn rented(&self, id: &RfpId) -> bool {
+        self.guests
+            .get(&bidders::guest_id(id))
+            .is_some_and(|g| g.agreement.rfp == *id)
     }
 
     pub fn guest(&self, id: &str) -> Option<&GuestRecord> {
@@ -229,7 +241,7 @@ impl MarketState {
         let closed = self.closed_rounds.get(contract).copied().unwrap_or(0);
         let open = self
             .open_round(contract)
-            .is_some_and(|id| self.rfps.contains_key(&id));
+            .is_some_and(|id| self.rfps.contains_key(&id) || self.rented(&id));
         usize::try_from(closed).unwrap_or(usize::MAX) + usize::from(open)
     }
 
@@ -237,18 +249,16 @@ impl MarketState {
     /// round's once accepted.
     pub fn guests_rented(&self, contract: &ContractKey) -> usize {
         let closed = self.closed_rounds.get(contract).copied().unwrap_or(0);
-        let open = self
-            .open_round(contract)
-            .and_then(|id| self.rfps.get(&id))
-            .is_some_and(|rfp| rfp.guest.is_some());
+        let open = self.open_round(contract).is_some_and(|id| self.rented(&id));
         usize::try_from(closed).unwrap_or(usize::MAX) + usize::from(open)
     }
 
     /// RFPs ever published, closed rounds included.
     pub fn rfp_count(&self) -> usize {
-        self.rfps.len() + self.released.len()
+        self.rfps.len() + self.guests.len() + self.released.len()
     }
 
+    /// RFPs published that no bid was accepted on yet.
     pub fn open_rfps(&self) -> usize {
         self.rfps.len()
     }
@@ -276,9 +286,9 @@ impl MarketState {
                 guest: guest.clone(),
                 released: released.clone(),
             });
-        let published = self.rfps.iter().map(|(rfp, record)| Change::Published {
+        let published = self.rfps.iter().map(|(rfp, request)| Change::Published {
             rfp: rfp.clone(),
-            request: record.request.clone(),
+            request: request.clone(),
         });
         let accepted = self.guests.iter().map(|(guest, record)| Change::Accepted {
             guest: guest.clone(),
@@ -374,7 +384,12 @@ mod tests {
             (2, 2)
         );
         assert_eq!(state.rfp_count(), 2);
-        assert!(matches!(state.rfp(&second_rfp), RfpLookup::Open(_)));
+        assert!(matches!(state.rfp(&second_rfp), RfpLookup::Rented(_)));
+        assert_eq!(
+            state.open_rfps(),
+            0,
+            "an accepted RFP is kept once, in its guest"
+        );
     }
 
     #[test]
