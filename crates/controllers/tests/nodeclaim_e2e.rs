@@ -71,7 +71,13 @@ async fn scale_up_two() {
     }
     let cluster: Cluster = Api::namespaced(client.clone(), NS).get("c1").await.unwrap();
     assert!(cluster.finalizers().iter().any(|f| f == CLUSTER_FINALIZER));
-    assert_eq!(cluster.status.unwrap().nodes, Some(2));
+    // A Cluster's node count is written at most once per 2 s (status_pace):
+    // the second node may be counted a little after it joined.
+    eventually("the Cluster counts both nodes", || async move {
+        let cluster: Cluster = Api::namespaced(client.clone(), NS).get("c1").await.ok()?;
+        (cluster.status?.nodes == Some(2)).then_some(())
+    })
+    .await;
 
     // Invariant 6: the token and CA are only in the join Secrets.
     let secret_values: Vec<String> = Api::<Secret>::namespaced(client.clone(), CONTRACT_NS)
