@@ -322,20 +322,20 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             plan.remove_claim_finalizers.push(finalizer_change(*claim));
         }
 
-        if status != previous
-            && let Some(shown_at) = status::held_until(claim, &previous, &status, now)
-        {
-            // Written only if it still applies then (the requeue).
-            plan.requeue_at = earliest(plan.requeue_at, Some(shown_at));
-        } else if status != previous {
-            plan.claim_statuses.push(ClaimStatusChange {
-                namespace: claim.namespace().unwrap_or_default(),
-                name: claim.name_any(),
-                uid: uid.clone(),
-                resource_version: claim.resource_version(),
-                status,
-                previous_phase: previous.phase,
-            });
+        if status != previous {
+            if let Some(shown_at) = status::held_until(claim, &previous, &status, now) {
+                // Written only if it still applies then (the requeue).
+                plan.requeue_at = earliest(plan.requeue_at, Some(shown_at));
+            } else {
+                plan.claim_statuses.push(ClaimStatusChange {
+                    namespace: claim.namespace().unwrap_or_default(),
+                    name: claim.name_any(),
+                    uid: uid.clone(),
+                    resource_version: claim.resource_version(),
+                    status,
+                    previous_phase: previous.phase,
+                });
+            }
         }
     }
 
