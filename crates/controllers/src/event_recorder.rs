@@ -36,13 +36,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
 
 use crate::Clock;
+use crate::time::to_micro_time;
 
 /// How long after its last Event a series may still grow (kube-runtime's).
 pub const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
@@ -122,10 +121,6 @@ fn nanos_since_epoch(t: SystemTime) -> i128 {
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 
-fn micro_time(t: SystemTime) -> MicroTime {
-    MicroTime(Timestamp::try_from(t).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
 impl Recorder {
     /// A recorder publishing as `reporter`, timing Events by `clock`.
     #[must_use]
@@ -167,7 +162,7 @@ impl Recorder {
         if let Some(series) = live {
             let count = series.count.saturating_add(1);
             let patch = serde_json::json!({
-                "series": EventSeries { count, last_observed_time: micro_time(now) }
+                "series": EventSeries { count, last_observed_time: to_micro_time(now.into()) }
             });
             let name = self.event_name(regarding, series.first_nanos);
             match events
@@ -228,7 +223,7 @@ impl Recorder {
         K8sEvent {
             action: Some(event.action.clone()),
             reason: Some(event.reason.clone()),
-            event_time: Some(micro_time(now)),
+            event_time: Some(to_micro_time(now.into())),
             regarding: Some(regarding.clone()),
             note: event.note.clone(),
             metadata: ObjectMeta {

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
 use apiserver::testing::TestServer;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams};
 
 use crate::ManualClock;
