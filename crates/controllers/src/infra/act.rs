@@ -18,16 +18,15 @@
 //!   tried and the status is written too, so steady API errors slow the
 //!   work down but never stop it. The first error is returned (the reconcile
 //!   is retried and counted).
-//! - An Event about a write is published only if that write succeeded.
-
-use std::collections::BTreeSet;
+//! - The Events (failures a person acts on) are published only once every
+//!   write succeeded: the status records what they are about, and a pass
+//!   whose writes failed is decided again (with its Events).
 
 use super::IDENTITY;
 use api::{ComputeContract, Infra};
 use kube::{Resource, ResourceExt};
 
 use super::decide::InfraPlan;
-use super::events::InfraEvent;
 use super::{Context, OwnWrites};
 use crate::Result;
 use crate::write::{self, Seen};
@@ -35,23 +34,16 @@ use crate::write::{self, Seen};
 /// Writes `plan` for `infra`: applies, releases, deletes, the status, then the Events.
 ///
 /// # Errors
-/// The first failed write, as [`Error::Kube`], once every write was tried; the
-/// Events of the writes that succeeded are still published.
+/// The first failed write, as [`Error::Kube`], once every write was tried.
 pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan, own: &OwnWrites) -> Result<()> {
     let namespace = infra
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());
-    let mut written = Written::default();
-    let outcome = write(ctx, infra, &namespace, plan, &mut written, own).await;
-    publish_events(ctx, infra, &namespace, plan, &written, outcome.is_ok()).await;
+    let outcome = write(ctx, infra, &namespace, plan, own).await;
+    if outcome.is_ok() {
+        publish_events(ctx, infra, &namespace, plan).await;
+    }
     outcome
-}
-
-/// What the writes of one plan achieved, for deciding which Events are true.
-#[derive(Default)]
-struct Written {
-    applied: BTreeSet<String>,
-    deleted: BTreeSet<String>,
 }
 
 async fn write(
@@ -59,7 +51,6 @@ async fn write(
     infra: &Infra,
     namespace: &str,
     plan: &InfraPlan,
-    written: &mut Written,
     own: &OwnWrites,
 ) -> Result<()> {
     let client = &ctx.client;
@@ -71,7 +62,6 @@ async fn write(
                 own.applies
                     .wrote(plan.read_versions.get(&name).map(String::as_str), &applied);
                 tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
-                written.applied.insert(name);
             }
             Err(error) => {
                 first_error.get_or_insert(error);
@@ -94,9 +84,6 @@ async fn write(
                     // delete it again from the copy this delete replaced.
                     own.deletes
                         .wrote(deletion.resource_version.as_deref(), marked);
-                }
-                if !matches!(deleted, write::Deleted::AlreadyGone) {
-                    written.deleted.insert(deletion.name.clone());
                 }
             }
             Err(error) => {
@@ -121,31 +108,9 @@ async fn write(
     first_error.map_or(Ok(()), Err)
 }
 
-async fn publish_events(
-    ctx: &Context,
-    infra: &Infra,
-    namespace: &str,
-    plan: &InfraPlan,
-    written: &Written,
-    all_written: bool,
-) {
+async fn publish_events(ctx: &Context, infra: &Infra, namespace: &str, plan: &InfraPlan) {
     let reference = infra.object_ref(&());
-    let happened: Vec<&InfraEvent> = plan
-        .events
-        .iter()
-        .filter(|event| match event {
-            InfraEvent::ContractCreated { contract }
-            | InfraEvent::ReleaseRequested { contract, .. } => written.applied.contains(contract),
-            InfraEvent::ContractDeleted { contract } => written.deleted.contains(contract),
-            InfraEvent::ContractFailed { .. }
-            | InfraEvent::ReleasedByHand { .. }
-            | InfraEvent::Deployed { .. }
-            | InfraEvent::Finalized
-            // Published by the record step itself, after its delete.
-            | InfraEvent::RecordKept { .. } => all_written,
-        })
-        .collect();
-    for event in super::events::aggregated(&happened, namespace) {
+    for event in plan.events.iter().map(|e| e.to_event(namespace)) {
         if let Err(error) = ctx.recorder.publish(&event, &reference).await {
             // An Event is a courtesy to a person; losing one must not stop the reconcile.
             tracing::warn!(reason = %event.reason, %error, "could not publish Event");

@@ -37,7 +37,8 @@
 //!   being deleted without it, where adding a finalizer is refused.
 //! - Stateless: the plan depends only on the observed objects, so a restart
 //!   re-derives it; once converged the plan is empty (no writes, invariant 8).
-//! - Events are only for transitions, judged against the Infra's recorded status.
+//! - Events are only for failures a person acts on (a Failed contract, a hand
+//!   release), once each, judged against the Infra's recorded status.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -52,7 +53,7 @@ use chrono::{DateTime, Utc};
 
 use super::claims::ClaimsSeen;
 use super::conditions::{self, is_ready};
-use super::events::{InfraEvent, ReleaseCause};
+use super::events::InfraEvent;
 use super::objects::{
     contract_object, is_current, keep_finalizer_as_is_when_deleting, keep_machine,
     released_by_infra, released_object,
@@ -133,7 +134,7 @@ pub struct InfraPlan {
     pub delete: Vec<Deletion>,
     /// The Infra's new status; `Some` only when it differs from the observed one.
     pub status: Option<InfraStatus>,
-    /// Events to publish (transitions only).
+    /// Events to publish (failures a person acts on, once each).
     pub events: Vec<InfraEvent>,
     /// When to look again without a change (`None`: wait for a change).
     pub requeue: Option<Duration>,
@@ -272,13 +273,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
                 )
             }
             None => {
-                // Not observed: create it. An event only if the last status did not
-                // already record it as Staged (a stale cache re-applies quietly).
-                if old.is_none_or(|r| r.state != ContractState::Staged) {
-                    plan.events.push(InfraEvent::ContractCreated {
-                        contract: object_name.clone(),
-                    });
-                }
+                // Not observed: create it.
                 plan.apply
                     .push(contract_object(infra, &object_name, entry, spec));
                 row(entry, &object_name, ContractState::Staged, None)
@@ -301,14 +296,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
                 // An earlier contract of the same entry is being released: never
                 // un-release it; finish it, and create the new one once it is gone.
                 matched.insert(object_name.clone());
-                release_or_delete(
-                    infra,
-                    existing,
-                    entry,
-                    old,
-                    ReleaseCause::EntryRemoved,
-                    &mut plan,
-                );
+                release_or_delete(infra, existing, entry, &mut plan);
                 row(
                     entry,
                     &object_name,
@@ -365,15 +353,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
             );
             continue;
         }
-        let old = old_rows.get(entry.as_str());
-        release_or_delete(
-            infra,
-            existing,
-            &entry,
-            old,
-            ReleaseCause::EntryRemoved,
-            &mut plan,
-        );
+        release_or_delete(infra, existing, &entry, &mut plan);
         push_row(
             &mut rows,
             entry,
@@ -397,15 +377,6 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
     } else {
         InfraPhase::Requesting
     };
-    let old_phase = infra.status.as_ref().and_then(|s| s.phase);
-    if infra_phase == InfraPhase::Deployed
-        && old_phase != Some(InfraPhase::Deployed)
-        && !live.is_empty()
-    {
-        plan.events.push(InfraEvent::Deployed {
-            contracts: live.len(),
-        });
-    }
     let ready_contracts = live.iter().filter(|r| is_ready(r)).count();
     let ready = conditions::ready_live(&live, &problems, infra.metadata.generation, to_time(now));
     let in_flight = rows.len() > live_rows.len()
@@ -446,20 +417,12 @@ pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
     } = *observed_input;
     let infra_name = infra.metadata.name.clone().unwrap_or_default();
     let observed = by_name(contracts);
-    let old_rows = old_rows(infra);
     let mut plan = InfraPlan::default();
     let mut rows: Vec<ContractStatus> = Vec::new();
 
     for (object_name, existing) in &observed {
         let entry = entry_of(&infra_name, existing, object_name);
         if !existing.spec.release {
-            let old = old_rows.get(entry.as_str());
-            if old.is_none_or(|r| r.state != ContractState::Released) {
-                plan.events.push(InfraEvent::ReleaseRequested {
-                    contract: (*object_name).to_owned(),
-                    cause: ReleaseCause::InfraDeleted,
-                });
-            }
             plan.release
                 .push(released_object(infra, existing, object_name, &entry));
         }
@@ -481,17 +444,12 @@ pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
     if all_released {
         for (object_name, existing) in &observed {
             if existing.metadata.deletion_timestamp.is_none() {
-                plan.events.push(InfraEvent::ContractDeleted {
-                    contract: (*object_name).to_owned(),
-                });
                 plan.delete.push(deletion(existing, object_name));
             }
         }
     }
     plan.finalized = observed.is_empty() && unreadable.is_empty();
-    if plan.finalized {
-        plan.events.push(InfraEvent::Finalized);
-    } else {
+    if !plan.finalized {
         plan.requeue = Some(IN_FLIGHT_RESYNC);
     }
     settle_deletions(&mut plan, &observed);
@@ -528,30 +486,14 @@ fn settle_deletions(plan: &mut InfraPlan, observed: &BTreeMap<&str, &ComputeCont
 }
 
 /// Releases `existing` if it is not yet released; deletes it once Released.
-fn release_or_delete(
-    infra: &Infra,
-    existing: &ComputeContract,
-    entry: &str,
-    old: Option<&&ContractStatus>,
-    cause: ReleaseCause,
-    plan: &mut InfraPlan,
-) {
+fn release_or_delete(infra: &Infra, existing: &ComputeContract, entry: &str, plan: &mut InfraPlan) {
     let object_name = existing.metadata.name.clone().unwrap_or_default();
     if !existing.spec.release {
-        if old.is_none_or(|r| r.state != ContractState::Released) {
-            plan.events.push(InfraEvent::ReleaseRequested {
-                contract: object_name.clone(),
-                cause,
-            });
-        }
         plan.release
             .push(released_object(infra, existing, &object_name, entry));
     } else if phase(existing) == Some(ComputeContractPhase::Released)
         && existing.metadata.deletion_timestamp.is_none()
     {
-        plan.events.push(InfraEvent::ContractDeleted {
-            contract: object_name.clone(),
-        });
         plan.delete.push(deletion(existing, &object_name));
     }
 }

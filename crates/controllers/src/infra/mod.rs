@@ -8,7 +8,7 @@
 //! `<infra>-<entry>` (field manager `socialweb/infra`, forced); a contract that
 //! matches no entry is released and deleted once Released; on Infra deletion
 //! the release finalizer runs the Infra delete order (docs/infra-lifecycle.md). Writes the Infra's status
-//! (one patch, only on change) and Events (only on transitions).
+//! (one patch, only on change) and Events (only failures a person acts on).
 //!
 //! # Expected flow
 //!
@@ -202,7 +202,6 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     let record_plan = record::decide(&infra, existing_record.as_deref(), plan.finalized);
     if plan.finalized && !record_plan.gone {
         plan.finalized = false;
-        plan.events.retain(|e| *e != events::InfraEvent::Finalized);
     }
     plan.requeue = earliest(plan.requeue, record_plan.requeue);
 
