@@ -430,6 +430,15 @@ async fn a_claim_is_written_once_per_step_of_its_own() {
         phases.remove(0);
     }
     assert_eq!(phases, ["Joined"], "one write: the node joined");
+    // A reconcile woken (by the Infra's events) before the cache shows the
+    // join Secret its pass created does not create it again.
+    let secret_creates_again = env
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "create" && r.resource == "secrets" && r.status == 409)
+        .count();
+    assert_eq!(secret_creates_again, 0, "a join Secret was created twice");
 }
 
 /// When the claim `name` was created, and when its status first said it is

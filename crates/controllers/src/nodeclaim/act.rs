@@ -9,15 +9,17 @@
 //!   A finalizer that cannot be added because its object is gone stops the
 //!   plan: nothing is rented for an object that is not there.
 //! - A new join Secret is created (POST), never applied, so a cache that has
-//!   not seen it yet cannot replace its token: that is a conflict too.
+//!   not seen it yet cannot replace its token: that is a conflict too. It is
+//!   recorded in [`CreatedSecrets`](super::created::CreatedSecrets) and not
+//!   created again while the cache catches up.
 //! - A claim's Failed status is written first, before its entry leaves the
-//!   Infra, and recorded in [`FailedClaims`]: a restart lists it Failed, and a
+//!   Infra, and recorded in [`FailedClaims`](super::failed::FailedClaims): a restart lists it Failed, and a
 //!   later reconcile whose cache has not caught up leaves the claim alone.
 //! - Statuses (the claims', the Cluster's node count) are guarded by the
 //!   resourceVersion they were decided from: a stale decision is a conflict,
 //!   so each transition is written (and its Event and metric published) once.
 //! - Deletes (the Infra, join Secrets) name the uid that was read; a join
-//!   Secret deleted is recorded in [`DeletedSecrets`] and not deleted again
+//!   Secret deleted is recorded in [`DeletedSecrets`](super::deleted::DeletedSecrets) and not deleted again
 //!   while the cache catches up.
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
@@ -29,12 +31,11 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Context;
+use super::awaited::Awaited;
 use super::compose::ClusterKey;
 use super::conditions::{DEPLOYED, JOINED, READY, reason};
 use super::decide::{ClaimMetadataChange, ClaimStatusChange, InfraAction, Plan};
-use super::deleted::DeletedSecrets;
 use super::events::NodeClaimEvent;
-use super::failed::FailedClaims;
 use super::secrets::new_token;
 use crate::own_writes::OwnWrites;
 use std::collections::BTreeMap;
@@ -45,8 +46,8 @@ use crate::write::{self, Finalizers, Seen};
 /// The field manager of every write of this reconciler.
 const MANAGER: &str = super::IDENTITY.manager;
 
-/// Performs `plan` for the claims in `claims` (used for Events); records the
-/// claims it wrote Failed in `failed` and the join Secrets it deleted in `deleted`.
+/// Performs `plan` for the claims in `claims` (used for Events); records in
+/// `awaited` the claims it wrote Failed and the join Secrets it created or deleted.
 ///
 /// # Errors
 /// The first failed write, with what was being done.
@@ -55,8 +56,7 @@ pub async fn act(
     key: &ClusterKey,
     plan: &Plan,
     claims: &[&NodeClaim],
-    failed: &FailedClaims,
-    deleted: &DeletedSecrets,
+    awaited: &Awaited,
     own_writes: &OwnWrites,
 ) -> Result<()> {
     let client = &ctx.client;
@@ -66,7 +66,7 @@ pub async fn act(
         .partition(|change| change.fails_the_claim());
     for change in failing {
         if write_claim_status(ctx, change, claims, &Patched::default(), own_writes).await? {
-            failed.record(&change.uid, key);
+            awaited.failed.record(&change.uid, key);
             publish_transition(ctx, change, claims).await;
         }
     }
@@ -107,6 +107,8 @@ pub async fn act(
             }
             None => {
                 write::create(client, MANAGER, &desired.to_secret(&new_token())).await?;
+                // Until the cache shows it, a reconcile would create it again.
+                awaited.created.record(&desired.name, key, ctx.now());
             }
         }
     }
@@ -123,7 +125,7 @@ pub async fn act(
         // Deleted now or found gone (404): either way it is not to be deleted again.
         write::delete_if_present::<Secret>(client, secret).await?;
         if let Some(uid) = &secret.uid {
-            deleted.record(uid, key);
+            awaited.deleted.record(uid, key);
         }
     }
     for change in other_statuses {

@@ -1,6 +1,8 @@
-//! Uids of a Cluster's objects whose effect of this controller's own write
-//! the cache does not show yet: the record [`super::failed`] (claims written
-//! Failed) and [`super::deleted`] (join Secrets deleted) each keep.
+//! What this controller's own writes did that its cache does not show yet:
+//! [`Awaited`], the records [`super::failed`] (claims written Failed),
+//! [`super::deleted`] (join Secrets deleted) and [`super::created`] (join
+//! Secrets created) keep, and [`AwaitedUids`], the uids of a Cluster's objects
+//! the first two keep.
 //!
 //! # Guarantees
 //! A reconcile of a Cluster says which of its recorded uids the cache still
@@ -12,6 +14,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::compose::ClusterKey;
+use super::created::CreatedSecrets;
+use super::deleted::DeletedSecrets;
+use super::failed::FailedClaims;
+
+/// The writes `act` records until the cache shows them.
+#[derive(Debug, Default)]
+pub struct Awaited {
+    /// Claims written Failed.
+    pub failed: FailedClaims,
+    /// Join Secrets deleted.
+    pub deleted: DeletedSecrets,
+    /// Join Secrets created.
+    pub created: CreatedSecrets,
+}
 
 /// Recorded uids, each with the Cluster whose reconcile forgets it.
 #[derive(Debug, Default)]

@@ -28,9 +28,10 @@
 
 pub mod act;
 pub mod adopt;
-mod awaited;
+pub mod awaited;
 pub mod compose;
 pub mod conditions;
+pub mod created;
 pub mod decide;
 pub mod deleted;
 pub mod events;
@@ -103,10 +104,9 @@ impl Stores {
 struct Runtime {
     ctx: Arc<Context>,
     stores: Stores,
-    /// Claims written Failed that the cache may not show so yet.
-    failed: failed::FailedClaims,
-    /// Join Secrets deleted that the cache may still show.
-    deleted: deleted::DeletedSecrets,
+    /// Claims written Failed, join Secrets deleted or created, that the
+    /// cache may not show so yet.
+    awaited: awaited::Awaited,
     /// The claim and Cluster versions this controller's own writes replaced.
     own_writes: crate::own_writes::OwnWrites,
     /// When each Cluster's `status.nodes` was last written: a count waits.
@@ -144,8 +144,7 @@ pub fn controller(
     let runtime = Arc::new(Runtime {
         ctx: ctx.clone(),
         stores: stores.clone(),
-        failed: failed::FailedClaims::default(),
-        deleted: deleted::DeletedSecrets::default(),
+        awaited: awaited::Awaited::default(),
         own_writes: crate::own_writes::OwnWrites::default(),
         pace: crate::status_pace::StatusPace::default(),
     });
@@ -363,7 +362,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         requesters.iter().map(AsRef::as_ref),
         &ctx.contract_namespace,
     );
-    let written_failed = runtime.failed.unseen(key, &claim_refs);
+    let written_failed = runtime.awaited.failed.unseen(key, &claim_refs);
     let owner_clusters = owner_clusters(
         &stores.clusters,
         compose::foreign_owner_uids(claim_refs.iter().copied(), cluster.as_deref()),
@@ -396,9 +395,16 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let mut plan = decide::decide(&observed);
     // A Secret this controller deleted and the cache still shows is gone:
     // deleting it again would only get a 404.
-    let deleted = runtime.deleted.still_cached(key, &secret_refs);
+    let deleted = runtime.awaited.deleted.still_cached(key, &secret_refs);
     plan.delete_secrets
         .retain(|s| s.uid.as_ref().is_none_or(|uid| !deleted.contains(uid)));
+    // One this controller created and the cache does not show yet exists:
+    // creating it again would only get an AlreadyExists (409).
+    let held_back =
+        runtime
+            .awaited
+            .created
+            .hold_back(key, &secret_refs, now, &mut plan.write_secrets);
     let paced = pace_cluster_nodes(runtime, &mut plan);
     if !plan.is_empty() {
         tracing::debug!(
@@ -408,21 +414,12 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             statuses = plan.claim_statuses.len(),
             "acting"
         );
-        act::act(
-            ctx,
-            key,
-            &plan,
-            &claim_refs,
-            &runtime.failed,
-            &runtime.deleted,
-            own,
-        )
-        .await?;
+        act::act(ctx, key, &plan, &claim_refs, &runtime.awaited, own).await?;
     }
     let until_deadline = plan
         .requeue_at
         .map(|at| (at - now).to_std().unwrap_or(Duration::ZERO));
-    let recheck = plan.awaiting_removal.then_some(TEARDOWN_RECHECK);
+    let recheck = (plan.awaiting_removal || held_back).then_some(TEARDOWN_RECHECK);
     Ok(
         match until_deadline.into_iter().chain(recheck).chain(paced).min() {
             Some(after) => Action::requeue(after.max(Duration::from_millis(10))),
