@@ -20,7 +20,8 @@
 //! - `--curve [--sizes 100,300,1000,3000]`: one life per size; the manager's
 //!   and the API server's CPU per node, and the ratio of the largest size's
 //!   figure to the smallest's, each size's CPU per node up and down, and
-//!   each size's way out. Exits non-zero past [`CURVE_LIMIT`].
+//!   each size's way out. Exits non-zero past [`CURVE_LIMIT`] or when any
+//!   size's scale-down took longer per node than its scale-up (naming it).
 //! - `--throughput [--clusters 100 --nodes 10]`: the claims to Deployed,
 //!   beside what a plain client needs to create as many objects plus one
 //!   bid window (the floor), and where the time went: each stage of a claim
@@ -254,11 +255,21 @@ async fn curve(sizes: &[usize], external: bool) -> anyhow::Result<()> {
         eprintln!("bench-scale --curve: {} nodes...", clusters * nodes);
         lives.push(life(clusters, nodes, Duration::from_secs(2), external).await?);
     }
-    let worst = report::print_curve(&lives);
-    if worst > CURVE_LIMIT {
-        bail!(
-            "CPU per node grew {worst:.2}x from the smallest size to the largest (limit {CURVE_LIMIT}x)"
-        );
+    let verdict = report::print_curve(&lives);
+    let mut failures = Vec::new();
+    if verdict.cpu_growth > CURVE_LIMIT {
+        failures.push(format!(
+            "CPU per node grew {:.2}x from the smallest size to the largest (limit {CURVE_LIMIT}x)",
+            verdict.cpu_growth
+        ));
+    }
+    for (nodes, ratio) in &verdict.down_slower {
+        failures.push(format!(
+            "scale-down per node took {ratio:.2}x scale-up's at {nodes} nodes (limit 1x)"
+        ));
+    }
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
     }
     Ok(())
 }

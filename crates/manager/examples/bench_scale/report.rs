@@ -25,6 +25,8 @@ pub struct Reading {
     writes: usize,
     /// List requests so far, anyone's (the driver lists only when its watches start).
     lists: u64,
+    /// Get requests so far by resource, anyone's (the driver makes none).
+    gets: BTreeMap<String, u64>,
     reconciles: BTreeMap<String, u64>,
     manager_cpu: Duration,
     server_cpu: Duration,
@@ -47,6 +49,13 @@ impl Reading {
                 .get("list")
                 .copied()
                 .unwrap_or(0),
+            gets: world
+                .server
+                .counters()
+                .by_verb_resource
+                .iter()
+                .filter_map(|(key, n)| Some((key.strip_prefix("get ")?.to_owned(), *n)))
+                .collect(),
             reconciles,
             manager_cpu: world.manager_cpu(),
             server_cpu: world.server_cpu(),
@@ -141,7 +150,69 @@ impl Life {
             cores((up_manager + up_server) * nodes, self.up()),
             cores((down_manager + down_server) * nodes, self.down()),
         );
+        self.print_down_work();
         print!("{}", self.way_out);
+    }
+
+    /// The scale-down's writes by writer, verb and resource, and its
+    /// reconciles by controller, per node: what CPU per node down is spent on.
+    fn print_down_work(&self) {
+        let writes = self.writes(&self.idled, &self.gone);
+        let reconciles: Vec<(&String, u64)> = self
+            .gone
+            .reconciles
+            .iter()
+            .map(|(c, n)| (c, n - self.idled.reconciles.get(c).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let all: u64 = reconciles.iter().map(|(_, n)| n).sum();
+        // Writes refused or answered for nothing (a 404 of a repeated delete).
+        let mut refused: BTreeMap<String, u64> = BTreeMap::new();
+        for r in &self.log[self.idled.writes..self.gone.writes] {
+            if !(200..300).contains(&r.status) && r.user_agent != BENCH_MANAGER {
+                *refused
+                    .entry(format!(
+                        "{} {} {} {}",
+                        r.field_manager, r.verb, r.resource, r.status
+                    ))
+                    .or_default() += 1;
+            }
+        }
+        println!(
+            "  scale-down per node: writes {:.2} ({}); refused {}; gets ({}); reconciles {:.2} ({})",
+            self.per_node(writes.total as f64),
+            writes
+                .by_kind
+                .iter()
+                .map(|((writer, verb, resource), n)| format!(
+                    "{writer} {verb} {resource} {:.2}",
+                    self.per_node(*n as f64)
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            refused
+                .iter()
+                .map(|(kind, n)| format!("{kind} {:.2}", self.per_node(*n as f64)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.gone
+                .gets
+                .iter()
+                .map(|(resource, n)| (
+                    resource,
+                    n - self.idled.gets.get(resource).copied().unwrap_or(0)
+                ))
+                .filter(|(_, n)| *n > 0)
+                .map(|(resource, n)| format!("{resource} {:.2}", self.per_node(n as f64)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.per_node(all as f64),
+            reconciles
+                .iter()
+                .map(|(c, n)| format!("{c} {:.2}", self.per_node(*n as f64)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
     }
 
     fn up(&self) -> Duration {
@@ -284,19 +355,47 @@ impl Life {
     }
 }
 
-/// Prints one row per life and the growth of CPU per node from the first to
-/// the last; returns the larger growth (manager or API server).
-pub fn print_curve(lives: &[Life]) -> f64 {
+/// What `--curve` measured against its targets.
+pub struct CurveVerdict {
+    /// The larger growth of CPU per node from the smallest size to the largest
+    /// (manager or API server).
+    pub cpu_growth: f64,
+    /// The sizes whose scale-down took longer per node than their scale-up,
+    /// with that ratio.
+    pub down_slower: Vec<(usize, f64)>,
+}
+
+impl Life {
+    /// Scale-down over scale-up per node, by the clock (the target).
+    fn down_over_up(&self) -> f64 {
+        self.down().as_secs_f64() / self.up().as_secs_f64()
+    }
+
+    /// Scale-down over scale-up per node, by the CPU the manager and the API
+    /// server used: on a loaded machine the clock follows it.
+    fn cpu_down_over_up(&self) -> f64 {
+        let (up_manager, up_server) = self.phase_cpu_per_node(true);
+        let (down_manager, down_server) = self.phase_cpu_per_node(false);
+        (down_manager + down_server).as_secs_f64()
+            / (up_manager + up_server).as_secs_f64().max(1e-9)
+    }
+}
+
+/// Prints one row per life, the growth of CPU per node from the first to
+/// the last and every size whose scale-down was slower per node than its
+/// scale-up.
+pub fn print_curve(lives: &[Life]) -> CurveVerdict {
     println!(
         "bench-scale --curve (debug build: {}); per node over a whole life (up, idle 2 s, down):",
         cfg!(debug_assertions)
     );
     println!(
-        "  {:>6}  {:>9}  {:>11}  {:>7}  {:>13}  {:>14}  {:>10}",
+        "  {:>6}  {:>9}  {:>11}  {:>7}  {:>11}  {:>13}  {:>14}  {:>10}",
         "nodes",
         "up ms/node",
         "down ms/node",
         "down/up",
+        "CPU down/up",
         "manager CPU ms",
         "API server CPU ms",
         "writes"
@@ -306,11 +405,12 @@ pub fn print_curve(lives: &[Life]) -> f64 {
         let (manager, server) = life.cpu_per_node();
         let writes = life.writes(&life.before, &life.gone).total as f64 / total;
         println!(
-            "  {:>6}  {:>10.2}  {:>12.2}  {:>7.2}  {:>14.2}  {:>17.2}  {:>10.2}",
+            "  {:>6}  {:>10.2}  {:>12.2}  {:>7.2}  {:>11.2}  {:>14.2}  {:>17.2}  {:>10.2}",
             life.total(),
             ms(life.up()) / total,
             ms(life.down()) / total,
-            life.down().as_secs_f64() / life.up().as_secs_f64(),
+            life.down_over_up(),
+            life.cpu_down_over_up(),
             ms(manager),
             ms(server),
             writes,
@@ -320,8 +420,24 @@ pub fn print_curve(lives: &[Life]) -> f64 {
         println!("  {} nodes, scale-down:", life.total());
         life.print_way_out();
     }
+    let down_slower: Vec<(usize, f64)> = lives
+        .iter()
+        .map(|life| (life.total(), life.down_over_up()))
+        .filter(|(_, ratio)| *ratio > 1.0)
+        .collect();
+    println!(
+        "  scale-down per node over scale-up: {} (target: at most 1 at every size)",
+        lives
+            .iter()
+            .map(|life| format!("{:.2} at {}", life.down_over_up(), life.total()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let (Some(first), Some(last)) = (lives.first(), lives.last()) else {
-        return 0.0;
+        return CurveVerdict {
+            cpu_growth: 0.0,
+            down_slower,
+        };
     };
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
     let (first_manager, first_server) = first.cpu_per_node();
@@ -334,7 +450,10 @@ pub fn print_curve(lives: &[Life]) -> f64 {
         last.total(),
         first.total(),
     );
-    manager.max(server)
+    CurveVerdict {
+        cpu_growth: manager.max(server),
+        down_slower,
+    }
 }
 
 pub fn print_throughput(
