@@ -276,7 +276,7 @@ async fn curve(sizes: &[usize], external: bool) -> anyhow::Result<()> {
 
 async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Result<()> {
     let total = clusters * nodes;
-    let world = World::start(&WorldOptions {
+    let mut world = World::start(&WorldOptions {
         capacity: total,
         external,
     })
@@ -285,6 +285,7 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
     let plain = fleet::plain_creates(&world.client, total).await?;
     let claims = fleet::node_pools(&world.client, "t", clusters, nodes).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = Reading::take(&mut world).await?;
     let cpu_before = (world.manager_cpu(), world.server_cpu());
     let started = Instant::now();
     let created = fleet::create_claims(&world.client, &claims).await?;
@@ -296,12 +297,14 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
         world.manager_cpu().saturating_sub(cpu_before.0),
         world.server_cpu().saturating_sub(cpu_before.1),
     );
+    let at_deployed = Reading::take(&mut world).await?;
     tracker
         .wait("every NodeClaim Joined", |t| t.joined == total)
         .await?;
     let joined = started.elapsed();
     report::print_throughput(total, clusters, nodes, plain, deployed, joined);
     report::print_throughput_cpu(total, deployed, cpu);
+    report::print_throughput_work(total, &world.server.requests(), &before, &at_deployed);
     tracker.print_stages(&created, started);
     tracker.stop();
     world.stop().await;

@@ -266,21 +266,9 @@ impl Life {
             self.per_node(up_writes.total as f64),
             self.per_node(down_writes.total as f64)
         );
-        let reconciles: BTreeMap<&String, u64> = self
-            .gone
-            .reconciles
-            .iter()
-            .map(|(c, n)| (c, n - self.before.reconciles.get(c).copied().unwrap_or(0)))
-            .collect();
-        let all: u64 = reconciles.values().sum();
         println!(
-            "reconciles:  whole life {all} = {:.2}/node: {}",
-            self.per_node(all as f64),
-            reconciles
-                .iter()
-                .map(|(c, n)| format!("{c} {:.2}", self.per_node(*n as f64)))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "reconciles:  whole life {}",
+            reconciles_per_node(&self.before, &self.gone, total)
         );
         let idle = self.idled.at - self.joined.at;
         let idle_cpu = (self
@@ -496,6 +484,51 @@ pub fn print_throughput_cpu(
         per_node(manager),
         per_node(server),
         (manager + server).as_secs_f64() / deployed.as_secs_f64(),
+    );
+}
+
+/// Reconciles started from `from` to `to`, all and by controller, per node.
+fn reconciles_per_node(from: &Reading, to: &Reading, nodes: usize) -> String {
+    let per_node = |n: u64| n as f64 / nodes as f64;
+    let reconciles: BTreeMap<&String, u64> = to
+        .reconciles
+        .iter()
+        .map(|(c, n)| (c, n - from.reconciles.get(c).copied().unwrap_or(0)))
+        .collect();
+    let all: u64 = reconciles.values().sum();
+    format!(
+        "{all} = {:.2}/node: {}",
+        per_node(all),
+        reconciles
+            .iter()
+            .map(|(c, n)| format!("{c} {:.2}", per_node(*n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// What the manager did for its CPU until every contract was Deployed: its
+/// writes (each also a watch event it decodes) and reconciles per node.
+pub fn print_throughput_work(
+    total: usize,
+    log: &[RequestRecord],
+    before: &Reading,
+    deployed: &Reading,
+) {
+    let writes = Writes::of_manager(
+        log.get(before.writes..deployed.writes).unwrap_or_default(),
+        BENCH_MANAGER,
+    );
+    println!(
+        "  the manager's writes until every contract was Deployed: {} = {:.2}/node, {} answered 409:",
+        writes.total,
+        writes.total as f64 / total as f64,
+        writes.conflicts,
+    );
+    writes.print(total, "    ");
+    println!(
+        "  reconciles until every contract was Deployed: {}",
+        reconciles_per_node(before, deployed, total)
     );
 }
 

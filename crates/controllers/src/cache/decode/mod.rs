@@ -35,6 +35,8 @@ use kube::runtime::watcher;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 
+mod trim;
+
 /// One object as the watch delivered it.
 #[derive(Clone, Debug)]
 pub enum Decoded<K> {
@@ -57,25 +59,11 @@ pub struct Undecodable {
 
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut value = serde_json::Value::deserialize(deserializer)?;
         // No reconcile reads who wrote which field (writes are server-side
-        // apply, and the replacing writes drop it): kept, it was most of every
-        // cached object's memory and of its decoding.
-        if let Some(meta) = value
-            .get_mut("metadata")
-            .and_then(serde_json::Value::as_object_mut)
-        {
-            meta.remove("managedFields");
-            // `kubectl apply` keeps the whole object it applied in this
-            // annotation (a NodeClaim or Cluster applied by hand): no reconcile
-            // reads it, and kept it would double such an object's memory.
-            if let Some(annotations) = meta
-                .get_mut("annotations")
-                .and_then(serde_json::Value::as_object_mut)
-            {
-                annotations.remove(api::names::KUBECTL_LAST_APPLIED_ANNOTATION);
-            }
-        }
+        // apply, and the replacing writes drop it), nor the whole object
+        // `kubectl apply` keeps in an annotation: left out while parsing, they
+        // were most of every cached object's memory and of its decoding.
+        let value = trim::object(deserializer)?;
         if let Ok(object) = K::deserialize(&value) {
             return Ok(Self::Object(object));
         }
