@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::ObjectMeta;
 
 use super::compose::{ClusterKey, ComposedEntry};
+use crate::cache::decode::compact::{data_digest, data_digest_of};
 
 /// Key of the grant token in a join Secret.
 pub const TOKEN_KEY: &str = "token";
@@ -139,24 +140,24 @@ pub fn desired_join_secret(
         token,
     };
     match (existing, &desired.token) {
-        (Some(current), Some(token)) if *current == merged(current, &desired.to_secret(token)) => {
-            None
-        }
+        (Some(current), Some(token)) if unchanged_by(current, &desired.to_secret(token)) => None,
         _ => Some(desired),
     }
 }
 
-/// `current` with the fields we write replaced by `desired`'s: equal to
-/// `current` exactly when applying `desired` would change nothing.
-fn merged(current: &Secret, desired: &Secret) -> Secret {
-    let mut out = current.clone();
-    out.type_ = desired.type_.clone();
-    out.data = desired.data.clone();
-    let labels = out.metadata.labels.get_or_insert_with(BTreeMap::new);
-    for (k, v) in desired.metadata.labels.iter().flatten() {
-        labels.insert(k.clone(), v.clone());
-    }
-    out
+/// Whether applying `desired` over `current` would change nothing: the same
+/// type, labels and data. The cache keeps a join Secret's data only as its
+/// digest (and token), so the data are compared by digest.
+fn unchanged_by(current: &Secret, desired: &Secret) -> bool {
+    let labels = current.metadata.labels.as_ref();
+    current.type_ == desired.type_
+        && desired
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        && data_digest_of(current) == data_digest(desired.data.as_ref().unwrap_or(&BTreeMap::new()))
 }
 
 /// A Secret's value under `key` as text.

@@ -21,9 +21,13 @@
 //!   readable version).
 //! - No object in the caches has `managedFields` or the annotation
 //!   `kubectl.kubernetes.io/last-applied-configuration`: they are dropped before the object is decoded.
+//! - A join Secret is cached with its token and a digest of its data only
+//!   ([`compact`] says why that is enough).
 //! - Each unreadable version is reported once ([`Lenient::convert`] returns
 //!   it); the values themselves are never in the report (a Secret's data may
 //!   be what failed), only the field's path and what was expected.
+
+pub mod compact;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -57,14 +61,15 @@ pub struct Undecodable {
     pub problem: String,
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
+impl<'de, K: DeserializeOwned + 'static> Deserialize<'de> for Decoded<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         // No reconcile reads who wrote which field (writes are server-side
         // apply, and the replacing writes drop it), nor the whole object
         // `kubectl apply` keeps in an annotation: left out while parsing, they
         // were most of every cached object's memory and of its decoding.
         let value = trim::object(deserializer)?;
-        if let Ok(object) = K::deserialize(&value) {
+        if let Ok(mut object) = K::deserialize(&value) {
+            compact::compact(&mut object);
             return Ok(Self::Object(object));
         }
         let meta = match value.get("metadata") {
