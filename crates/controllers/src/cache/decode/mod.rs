@@ -27,8 +27,6 @@
 //!   it); the values themselves are never in the report (a Secret's data may
 //!   be what failed), only the field's path and what was expected.
 
-pub mod compact;
-
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -39,6 +37,7 @@ use kube::runtime::watcher;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 
+pub mod compact;
 mod trim;
 
 /// One object as the watch delivered it.
