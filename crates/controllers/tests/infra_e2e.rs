@@ -133,6 +133,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
     // SCALE-DOWN: remove node-a -> released, then deleted; node-b untouched.
     let untouched = contracts.get(&cc_name("node-b")).await.unwrap();
     let scale_down_from = server.history().len();
+    let requests_from = server.requests().len();
     infras
         .patch(
             INFRA,
@@ -141,7 +142,12 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         )
         .await
         .unwrap();
-    testkit::wait_gone(&contracts, &cc_name("node-a")).await;
+    // Waited for by listing, so every GET of node-a is the controller's.
+    eventually("node-a gone", || async {
+        let left = contracts.list_all().await;
+        (!left.iter().any(|c| c.name_any() == cc_name("node-a"))).then_some(())
+    })
+    .await;
     let after = contracts.get(&cc_name("node-b")).await.unwrap();
     assert_eq!(
         after.resource_version(),
@@ -158,6 +164,15 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         (infra.status?.contract_count == 1).then_some(())
     })
     .await;
+    // The cache showed node-a Released before the controller deleted it, so
+    // its disappearance from the cache is its end: not read again (a GET
+    // answered 404 per node in bench_scale's scale-down, plan 0016 C4).
+    let reads: Vec<String> = server.requests()[requests_from..]
+        .iter()
+        .filter(|r| r.verb == "get" && r.uri.contains(&cc_name("node-a")))
+        .map(|r| format!("{} {}", r.uri, r.status))
+        .collect();
+    assert!(reads.is_empty(), "node-a read after it went: {reads:?}");
 
     // Scale up again so the deletion has several contracts to order.
     infras

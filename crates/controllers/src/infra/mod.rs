@@ -30,6 +30,7 @@ pub mod objects;
 pub mod problems;
 pub mod record;
 pub mod rows;
+pub mod vanished;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -40,7 +41,7 @@ use api::names::INFRA_RELEASE_FINALIZER;
 use api::{AtprotoRecord, ComputeContract, Infra, NodeClaim};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
 use crate::cache::{CacheReadiness, Indexes, SharedCaches};
@@ -77,6 +78,8 @@ struct Reconciler {
     own: OwnWrites,
     /// When each Infra's status was last written: progress alone waits.
     pace: crate::status_pace::StatusPace,
+    /// Contracts the cache showed being deleted: once gone from it, not read again.
+    vanished: vanished::Vanished,
     ready: CacheReadiness,
 }
 
@@ -123,6 +126,7 @@ pub fn controller(
         records: caches.atproto_records.store(),
         own: OwnWrites::default(),
         pace: crate::status_pace::StatusPace::default(),
+        vanished: vanished::Vanished::default(),
         ready: caches.readiness(),
     });
     reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
@@ -175,8 +179,11 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         // that copy would send it again. The apply's event wakes it.
         return Ok(Action::requeue(STALE_RECHECK));
     }
+    state
+        .vanished
+        .note(&namespace, cached.iter().map(Arc::as_ref));
     let mut contracts = marked_as_own_deletes_left_them(cached, &state.own.deletes, ctx.now());
-    let unreadable = read_unseen(ctx, &namespace, &infra, &mut contracts).await;
+    let unreadable = read_unseen(&state, &namespace, &infra, &mut contracts).await;
     let mut plan = decide_from(&state, &infra, &contracts, &unreadable, false);
     let infra = if plan.confirm_infra {
         match confirm(ctx, &namespace, &infra).await {
@@ -362,16 +369,24 @@ fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 /// (by name); those that exist are added to `contracts`. Returns the names
 /// whose read failed: one failed read must not stop the reconcile, or a long
 /// list under steady API errors never shrinks (the status that shortens it is
-/// written by this very reconcile).
+/// written by this very reconcile). One the cache showed being deleted and
+/// no longer holds is gone without a read ([`vanished`]).
 async fn read_unseen(
-    ctx: &Context,
+    state: &Reconciler,
     namespace: &str,
     infra: &Infra,
     contracts: &mut Vec<Arc<ComputeContract>>,
 ) -> BTreeSet<String> {
-    let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<ComputeContract> = Api::namespaced(state.ctx.client.clone(), namespace);
     let mut unreadable = BTreeSet::new();
     for name in decide::unseen_contracts(infra, contracts) {
+        let in_store = state
+            .contracts
+            .get(&ObjectRef::new(&name).within(namespace))
+            .is_some();
+        if !in_store && state.vanished.take_gone(namespace, &name) {
+            continue;
+        }
         match api.get_opt(&name).await {
             Ok(Some(found)) => {
                 tracing::debug!(contract = %name, "not in the cache yet; read directly");
