@@ -214,6 +214,15 @@ async fn cluster_delete_releases_everything() {
     testkit::wait_gone(&clusters, "c1").await;
     let infras: Api<Infra> = Api::namespaced(client.clone(), CONTRACT_NS);
     assert!(infras.list_all().await.is_empty());
+    // A reconcile before the cache shows the Infra marked for deletion does
+    // not delete it again (the NodeClaim controller records its delete).
+    let infra_deletes = env
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "delete" && r.resource == "infras")
+        .count();
+    assert_eq!(infra_deletes, 1, "the Infra was deleted more than once");
     assert!(contracts(client).list_all().await.is_empty());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), CONTRACT_NS);
     assert!(secrets.list_all().await.is_empty());

@@ -47,7 +47,9 @@ use crate::write::{self, Finalizers, Seen};
 const MANAGER: &str = super::IDENTITY.manager;
 
 /// Performs `plan` for the claims in `claims` (used for Events); records in
-/// `awaited` the claims it wrote Failed and the join Secrets it created or deleted.
+/// `awaited` the claims it wrote Failed and the join Secrets it created or
+/// deleted, and in `own_writes` the versions its writes replaced (the Infra's
+/// as read: `infra_read`).
 ///
 /// # Errors
 /// The first failed write, with what was being done.
@@ -58,6 +60,7 @@ pub async fn act(
     claims: &[&NodeClaim],
     awaited: &Awaited,
     own_writes: &OwnWrites,
+    infra_read: Option<&str>,
 ) -> Result<()> {
     let client = &ctx.client;
     let (failing, other_statuses): (Vec<_>, Vec<_>) = plan
@@ -113,11 +116,16 @@ pub async fn act(
         }
     }
     match &plan.infra {
+        // Recorded: a reconcile of the copy it replaced, before the cache
+        // shows the write, would apply or delete the Infra again.
         Some(InfraAction::Apply(infra)) => {
-            write::apply(client, MANAGER, infra.as_ref()).await?;
+            let applied = write::apply(client, MANAGER, infra.as_ref()).await?;
+            own_writes.wrote(infra_read, &applied);
         }
         Some(InfraAction::Delete(infra)) => {
-            write::delete_if_present::<Infra>(client, infra).await?;
+            if let write::Deleted::Marked(marked) = write::delete::<Infra>(client, infra).await? {
+                own_writes.wrote(infra_read, &marked);
+            }
         }
         Some(InfraAction::Keep) | None => {}
     }

@@ -349,6 +349,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let own = &runtime.own_writes;
     if claim_refs.iter().any(|c| own.is_behind(*c))
         || cluster.as_deref().is_some_and(|c| own.is_behind(c))
+        || infra.as_deref().is_some_and(|i| own.is_behind(i))
     {
         // Its own last write replaced one of these copies: deciding from it
         // would write that step again (a 409). That write's event wakes the key.
@@ -414,7 +415,19 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             statuses = plan.claim_statuses.len(),
             "acting"
         );
-        act::act(ctx, key, &plan, &claim_refs, &runtime.awaited, own).await?;
+        let infra_read = infra
+            .as_deref()
+            .and_then(|i| i.metadata.resource_version.as_deref());
+        act::act(
+            ctx,
+            key,
+            &plan,
+            &claim_refs,
+            &runtime.awaited,
+            own,
+            infra_read,
+        )
+        .await?;
     }
     let until_deadline = plan
         .requeue_at
