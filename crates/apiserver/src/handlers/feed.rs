@@ -193,7 +193,10 @@ impl Log {
         let last = self.segments.partition_point(|(s, _)| *s < end);
         if last > first + 1 {
             let joined_start = self.segments.get(first).map_or(start, |(s, _)| *s);
-            let mut joined = BytesMut::new();
+            // Sized once: grown by doubling, the join's copies and fresh pages were a
+            // tenth of the server's CPU under a fan-out (plan 0012 S3).
+            let size = self.segments.range(first..last).map(|(_, b)| b.len()).sum();
+            let mut joined = BytesMut::with_capacity(size);
             for (_, bytes) in self.segments.range(first..last) {
                 joined.extend_from_slice(bytes);
             }
