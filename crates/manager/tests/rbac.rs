@@ -19,11 +19,14 @@ use std::time::Duration;
 use controllers::metrics::Metrics;
 use controllers::requester::Markets;
 use http::{HeaderName, HeaderValue};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kube::api::DeleteParams;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use manager::leader::{LeaderConfig, run_while_leader};
 use manager::shutdown::Shutdown;
 use manager::wiring::{ControllerOptions, Controllers};
+use serde_json::json;
 use support::{CONTRACT_NS, Env, NS};
 
 /// The User-Agent of the manager's client: how its requests are told from the test's own.
@@ -325,7 +328,29 @@ async fn run_scenario() -> Vec<apiserver::audit::RequestRecord> {
         shutdown.clone(),
     ));
 
-    env.two_joined().await;
+    let [released, _] = env.two_joined_contracts().await;
+    // The manager publishes only Events a person acts on; a contract released by
+    // hand is one (a Warning on its Infra), so the scenario uses the Events grant.
+    env.contracts()
+        .patch(
+            &released,
+            &PatchParams {
+                field_manager: Some("by-hand".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"spec": {"release": true}})),
+        )
+        .await
+        .unwrap();
+    let events: Api<Event> = Api::namespaced(env.client.clone(), CONTRACT_NS);
+    testkit::eventually("the Warning about the hand release", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ContractReleasedByHand"))
+            .then_some(())
+    })
+    .await;
     testkit::delete_and_wait(&env.claims(NS), "worker-a").await;
     testkit::delete_and_wait(&env.clusters(NS), "c1").await;
     let _ = env
