@@ -173,7 +173,27 @@ pub struct RealPds {
 impl RealPds {
     /// Starts the PDS with `plc_url` as its PLC directory and waits for
     /// `/xrpc/_health`.
+    ///
+    /// The port is one the OS had free a moment before; another process may
+    /// take it before the PDS binds it (another test's server in the same
+    /// run), so a PDS that exits because its port is in use is started again
+    /// on another port instead of being waited on until the deadline.
     pub async fn start(dir: &Path, plc_url: &str) -> Self {
+        const ATTEMPTS: usize = 3;
+        for attempt in 1..=ATTEMPTS {
+            let mut pds = Self::spawn(dir, plc_url);
+            match pds.wait_healthy().await {
+                Ok(()) => return pds,
+                Err(exit) if attempt < ATTEMPTS && pds.log_tail().contains("EADDRINUSE") => {
+                    eprintln!("real pds exited ({exit}): its port was taken; starting it again");
+                }
+                Err(exit) => panic!("the PDS exited ({exit}); its log:\n{}", pds.log_tail()),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    fn spawn(dir: &Path, plc_url: &str) -> Self {
         let data = tempfile::tempdir().expect("pds data dir");
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
@@ -205,22 +225,27 @@ impl RealPds {
             .kill_on_drop(true)
             .spawn()
             .expect("start node");
-        let pds = Self {
+        Self {
             url: format!("http://127.0.0.1:{port}"),
             admin_password,
             child,
             _data: data,
             log,
-        };
-        pds.wait_healthy().await;
-        pds
+        }
     }
 
-    async fn wait_healthy(&self) {
+    /// Waits until the PDS answers `/xrpc/_health`; its exit status if it
+    /// exits first. Panics past the deadline, which only bounds a PDS that
+    /// hangs without answering.
+    async fn wait_healthy(&mut self) -> Result<(), std::process::ExitStatus> {
         let http = reqwest::Client::new();
         let started = Instant::now();
         // Startup is ~2-6 s; the deadline only bounds a PDS that never comes up.
         while started.elapsed() < Duration::from_secs(90) {
+            // Whatever answers on the port, a PDS that exited is not it.
+            if let Ok(Some(exit)) = self.child.try_wait() {
+                return Err(exit);
+            }
             let health = http
                 .get(format!("{}/xrpc/_health", self.url))
                 .timeout(Duration::from_secs(2))
@@ -228,7 +253,7 @@ impl RealPds {
                 .await;
             if health.is_ok_and(|r| r.status().is_success()) {
                 eprintln!("real pds healthy after {:.1?}", started.elapsed());
-                return;
+                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
