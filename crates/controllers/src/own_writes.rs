@@ -20,6 +20,12 @@
 //!   costs at most a 409 each, never a lost write.
 //! - The caller still requeues shortly when it skips: the event of its own
 //!   write wakes it anyway, the requeue only covers a watch that broke.
+//! - [`OwnWrites::is_own_event`] tells a watch event that only carries this
+//!   controller's own writes (a version they replaced, or the one the last
+//!   made) from any other, for a controller whose reconcile decides on from
+//!   what its writes answered: such an event need not wake the object (the
+//!   Requester's contracts, plan 0016 C4). The event of the last write
+//!   forgets the object (the events of the versions before it came first).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -29,10 +35,19 @@ use kube::Resource;
 /// Objects recorded at most; past it the record starts over.
 pub const MOST_OBJECTS: usize = 4096;
 
-/// Replaced resourceVersions by object uid.
+/// What this controller's writes did to one object.
+#[derive(Debug, Default)]
+struct Record {
+    /// The resourceVersions they replaced.
+    replaced: HashSet<String>,
+    /// The resourceVersion the last one made.
+    written: Option<String>,
+}
+
+/// Replaced and written resourceVersions by object uid.
 #[derive(Debug, Default)]
 pub struct OwnWrites {
-    replaced: Mutex<HashMap<String, HashSet<String>>>,
+    records: Mutex<HashMap<String, Record>>,
 }
 
 impl OwnWrites {
@@ -45,14 +60,13 @@ impl OwnWrites {
         if written.meta().resource_version.as_deref() == Some(read) {
             return;
         }
-        let mut replaced = self.lock();
-        if replaced.len() >= MOST_OBJECTS && !replaced.contains_key(uid) {
-            replaced.clear();
+        let mut records = self.lock();
+        if records.len() >= MOST_OBJECTS && !records.contains_key(uid) {
+            records.clear();
         }
-        replaced
-            .entry(uid.to_owned())
-            .or_default()
-            .insert(read.to_owned());
+        let record = records.entry(uid.to_owned()).or_default();
+        record.replaced.insert(read.to_owned());
+        record.written.clone_from(&written.meta().resource_version);
     }
 
     /// Whether `cached` is a version one of this controller's writes already
@@ -63,19 +77,43 @@ impl OwnWrites {
         else {
             return false;
         };
-        let mut replaced = self.lock();
-        let behind = replaced
+        let mut records = self.lock();
+        let behind = records
             .get(uid)
-            .is_some_and(|versions| versions.contains(version));
+            .is_some_and(|record| record.replaced.contains(version));
         if !behind {
-            replaced.remove(uid);
+            records.remove(uid);
         }
         behind
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, HashSet<String>>> {
+    /// Whether a watch event's `object` only tells of this controller's own
+    /// writes: its version is one they replaced, or the one the last of them
+    /// made. A reconcile that decides on from what its writes answered has
+    /// seen that version already and scheduled what follows it, so waking the
+    /// object again would decide the same (or wait for the cache, from a
+    /// replaced one). The event of the last write forgets the object; another
+    /// writer's version is never taken for one (equality only).
+    pub fn is_own_event<K: Resource>(&self, object: &K) -> bool {
+        let meta = object.meta();
+        let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref())
+        else {
+            return false;
+        };
+        let mut records = self.lock();
+        let Some(record) = records.get(uid) else {
+            return false;
+        };
+        if record.written.as_deref() == Some(version) {
+            records.remove(uid);
+            return true;
+        }
+        record.replaced.contains(version)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Record>> {
         // The map stays consistent whatever panicked while holding it.
-        self.replaced.lock().unwrap_or_else(PoisonError::into_inner)
+        self.records.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -108,6 +146,51 @@ mod tests {
         // Another writer's version (not recorded) is never behind.
         own.wrote(Some("4"), &at("a", "5"));
         assert!(!own.is_behind(&at("a", "7")));
+    }
+
+    #[test]
+    fn only_the_events_of_own_writes_are_own_events() {
+        let own = OwnWrites::default();
+        // Read at 1, wrote 2 (a status), then read 2 and wrote 3 (a finalizer).
+        own.wrote(Some("1"), &at("a", "2"));
+        own.wrote(Some("2"), &at("a", "3"));
+        assert!(!own.is_own_event(&at("b", "2")), "another object");
+        assert!(
+            own.is_own_event(&at("a", "1")),
+            "a version an own write replaced"
+        );
+        assert!(
+            own.is_own_event(&at("a", "2")),
+            "the first write's own event"
+        );
+        assert!(
+            !own.is_own_event(&at("a", "9")),
+            "another writer's version, whatever it is"
+        );
+        assert!(
+            own.is_own_event(&at("a", "3")),
+            "the last write's own event"
+        );
+        assert!(
+            !own.is_own_event(&at("a", "2")),
+            "forgotten at the event of the last write: nothing of it is left to come"
+        );
+        assert!(!own.is_behind(&at("a", "2")));
+        // A write that changed nothing (the version read is the one answered) is no event.
+        own.wrote(Some("5"), &at("c", "5"));
+        assert!(!own.is_own_event(&at("c", "5")));
+    }
+
+    #[test]
+    fn an_own_event_seen_first_leaves_the_reconcile_its_cache_check() {
+        let own = OwnWrites::default();
+        own.wrote(Some("1"), &at("a", "2"));
+        own.wrote(Some("2"), &at("a", "3"));
+        assert!(own.is_own_event(&at("a", "2")));
+        assert!(
+            own.is_behind(&at("a", "2")),
+            "a replaced version is still behind for a reconcile that reads it"
+        );
     }
 
     #[test]

@@ -452,6 +452,87 @@ async fn a_contract_that_goes_well_is_written_once_per_step() {
     controller.abort();
 }
 
+/// Plan 0016 C4: a contract is reconciled for what other writers change (its
+/// release, its delete), not again for the events of its own writes (its
+/// Released status, its finalizer removal): the reconcile that wrote decided
+/// on from what the write answered. Each woke it once more in a scale-down
+/// (3.00 reconciles per node).
+#[tokio::test]
+async fn a_released_contract_is_not_woken_again_by_its_own_writes() {
+    let env = Env::start().await;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = controllers::metrics::Metrics::register(&mut registry);
+    let controller = env.start_controller_measured(
+        Timing {
+            // No guest watch round meanwhile: only the contracts' own events count.
+            guest_poll: Duration::from_secs(3600),
+            ..fast_timing()
+        },
+        metrics,
+    );
+    env.create_requester("root", vec![bidder("did:web:a", 5)], 1)
+        .await;
+    let names = ["c0", "c1", "c2", "c3"];
+    for name in names {
+        env.create_contract(name, 3600).await;
+    }
+    let registered = |c: &api::ComputeContract| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.guest.as_ref())
+            .is_some_and(|g| g.node_id.is_some())
+    };
+    for name in names {
+        env.wait_contract(name, Duration::from_secs(10), registered)
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = contract_reconciles(&registry);
+    for name in names {
+        env.release(name).await;
+    }
+    for name in names {
+        env.wait_phase(name, Phase::Released).await;
+    }
+    for name in names {
+        env.contracts()
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    env.wait_until("every contract gone", Duration::from_secs(10), async || {
+        env.contracts()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let woken = contract_reconciles(&registry) - before;
+    assert!(
+        woken <= 2 * names.len() as u64,
+        "{woken} reconciles for {} releases and {} deletes",
+        names.len(),
+        names.len()
+    );
+    controller.abort();
+}
+
+/// How many reconciles the contract controller started.
+fn contract_reconciles(registry: &prometheus_client::registry::Registry) -> u64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    let series = format!(
+        "socialweb_reconcile_total{{controller=\"{}\"}}",
+        controllers::requester::CONTRACT_METRICS_LABEL
+    );
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// A Deployed contract schedules no poll of its own: the guest watch asks the
 /// market about every registered guest in one call per round and wakes only
 /// the contract whose guest changed.

@@ -34,6 +34,7 @@ pub(crate) mod test_fixtures;
 use std::sync::Arc;
 
 use api::{ComputeContract, Infra, Requester};
+use futures::StreamExt as _;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
@@ -122,7 +123,7 @@ pub(crate) struct Runtime {
     indexes: Indexes,
     /// When each Requester's status was last written.
     count_pace: crate::status_pace::StatusPace,
-    /// The contract versions this controller's own writes replaced.
+    /// The contract versions this controller's own writes replaced and made.
     own_writes: crate::own_writes::OwnWrites,
     ready: CacheReadiness,
 }
@@ -190,14 +191,29 @@ pub fn controller(
     let contract_store = caches.contracts.store();
     // The contracts whose guest the guest watch found changed.
     let (wake, woken) = futures::channel::mpsc::unbounded();
-    let contracts =
-        Controller::for_shared_stream(caches.contracts.subscribe(), caches.contracts.store())
-            // Not on the Requester's status writes: each would reconcile every contract.
-            .watches_shared_stream(
-                caches.requesters.subscribe_spec_changes(),
-                move |requester: Arc<Requester>| keys_in(&contract_store, requester.namespace()),
-            )
-            .reconcile_on(woken);
+    // Not on the events of its own writes: the reconcile that wrote decided
+    // on from what the write answered and scheduled what follows, so each
+    // such event woke the contract once more for nothing (plan 0016 C4).
+    let own = Arc::clone(&rt);
+    let changes = caches.contracts.subscribe().filter(move |contract| {
+        let own_event = own.own_writes.is_own_event(contract.as_ref());
+        if own_event {
+            // The phase gauge follows every event, as the reconcile this one
+            // no longer wakes made it (the cache holds the write by now).
+            let namespace = contract.namespace().unwrap_or_default();
+            own.ctx
+                .metrics
+                .set_contract_phase_counts(own.indexes.contract_phases(&namespace));
+        }
+        std::future::ready(!own_event)
+    });
+    let contracts = Controller::for_shared_stream(changes, caches.contracts.store())
+        // Not on the Requester's status writes: each would reconcile every contract.
+        .watches_shared_stream(
+            caches.requesters.subscribe_spec_changes(),
+            move |requester: Arc<Requester>| keys_in(&contract_store, requester.namespace()),
+        )
+        .reconcile_on(woken);
     let guest_watch = contract::guest_watch::run(Arc::clone(&rt), wake);
     let contracts = reconciler::run(
         contracts,

@@ -68,12 +68,22 @@ impl Env {
 
     /// [`Env::start_controller`] with its own timing.
     pub fn start_controller_with(&self, timing: Timing) -> JoinHandle<()> {
+        self.start_controller_measured(timing, controllers::metrics::Metrics::default())
+    }
+
+    /// [`Env::start_controller_with`], counting into `metrics`.
+    pub fn start_controller_measured(
+        &self,
+        timing: Timing,
+        metrics: controllers::metrics::Metrics,
+    ) -> JoinHandle<()> {
         let markets = Arc::new(Markets::with_injected(
             Arc::clone(&self.clock),
             Injected::Local(Arc::clone(&self.market)),
         ));
         let mut ctx = Context::new(self.client.clone(), Arc::clone(&self.clock), markets, NS);
         ctx.timing = timing;
+        ctx.metrics = metrics;
         let caches = SharedCaches::new(self.client.clone(), NS);
         let controller = requester::controller(Arc::new(ctx), &caches);
         let reflectors = caches.run();

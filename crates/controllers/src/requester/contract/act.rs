@@ -65,14 +65,10 @@ pub(in crate::requester) async fn reconcile_contract(
     } else {
         ttl::verdict(&contract, ctx.now())
     };
-    let ttl_wait = match verdict {
-        Ttl::Expired => {
-            delete_expired(&ctx.client, &contract).await?;
-            return Ok(Action::await_change());
-        }
-        Ttl::Wait(wait) => Some(wait),
-        Ttl::NotFinished | Ttl::Owned => None,
-    };
+    if matches!(verdict, Ttl::Expired) {
+        delete_expired(&ctx.client, &contract).await?;
+        return Ok(Action::await_change());
+    }
     if rt.own_writes.is_behind(contract.as_ref()) {
         // This controller already wrote over this copy: deciding from it
         // would repeat that step (a 409 at best). Its own write's event wakes
@@ -132,10 +128,12 @@ pub(in crate::requester) async fn reconcile_contract(
             return Ok(Action::await_change());
         }
         let Some(command) = step.command else {
+            // The TTL of the contract as written: the event of this
+            // reconcile's own write (a Released status) wakes nobody.
             return Ok(requeue(
                 step.requeue
                     .into_iter()
-                    .chain(ttl_wait)
+                    .chain(ttl_wait(&current, ctx.now()))
                     .chain(market_retry)
                     .min(),
             ));
@@ -211,6 +209,19 @@ async fn cache_is_behind(
         on_server
             .is_some_and(|c| c.metadata.resource_version != contract.metadata.resource_version),
     )
+}
+
+/// How long until a finished contract's TTL deletes it (zero: at once); `None`
+/// while it is not finished, has an owner, or is being deleted already.
+fn ttl_wait(contract: &ComputeContract, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    if contract.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    match ttl::verdict(contract, now) {
+        Ttl::Wait(wait) => Some(wait),
+        Ttl::Expired => Some(Duration::ZERO),
+        Ttl::NotFinished | Ttl::Owned => None,
+    }
 }
 
 fn requeue(after: Option<Duration>) -> Action {
