@@ -249,6 +249,50 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
     assert_eq!(w.cluster_nodes(), Some(1));
 }
 
+/// Plan 0016 C4: at scale a deleted claim reaches its first reconcile long
+/// after its deletion. The hold counts from when the controller first saw
+/// it deleted (and could act), not from the deletionTimestamp: a release
+/// still pending a hold after that is shown Releasing all the same.
+#[test]
+fn a_deleted_claim_that_queued_is_held_from_when_the_controller_first_saw_it() {
+    let mut w = two_claims();
+    w.settle(start());
+    let before = phase(&w, "worker-a");
+    let deleted_at = start() - Duration::seconds(60);
+    w.claim_mut("worker-a").metadata.deletion_timestamp = Some(to_time(deleted_at));
+    w.first_seen.insert("uid-a".into(), start());
+    let plan = w.reconcile(start());
+    assert!(
+        matches!(plan.infra, Some(InfraAction::Apply(_))),
+        "the entry leaves at once"
+    );
+    assert!(
+        plan.claim_statuses.is_empty(),
+        "deleted a minute ago but first seen now: not written yet: {:?}",
+        plan.claim_statuses
+    );
+    let shown = start() + controllers::nodeclaim::RELEASING_SHOWN_AFTER;
+    assert_eq!(plan.requeue_at, Some(shown));
+    w.reconcile(shown - Duration::seconds(1));
+    assert_eq!(phase(&w, "worker-a"), before);
+    // Still held a hold after the controller acted: it says Releasing and why.
+    w.reconcile(shown);
+    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Releasing));
+    assert_eq!(
+        cond(&w, "worker-a", INFRA_COMPOSED).reason,
+        reason::CLAIM_DELETING
+    );
+    // A first sight earlier than the deletion (a claim seen new) never shortens its hold.
+    let mut w = two_claims();
+    w.settle(start());
+    w.claim_mut("worker-b").metadata.deletion_timestamp = Some(to_time(start()));
+    w.first_seen
+        .insert("uid-b".into(), start() - Duration::seconds(60));
+    let plan = w.reconcile(start());
+    assert!(plan.claim_statuses.is_empty(), "{:?}", plan.claim_statuses);
+    assert_eq!(plan.requeue_at, Some(shown));
+}
+
 #[test]
 fn recreated_claim_is_a_new_entry_and_the_old_one_is_released() {
     let mut w = two_claims();

@@ -279,6 +279,45 @@ fn a_new_claim_is_shown_requesting_only_once_it_has_waited() {
     assert!(cond(&w, "worker-a", INFRA_COMPOSED).is_true());
 }
 
+/// Plan 0016 C4: a new claim that queued past REQUESTING_SHOWN_AFTER before
+/// its first reconcile is held from that reconcile, so a node that joins
+/// within the hold after it is still written once, Joined.
+#[test]
+fn a_new_claim_that_queued_is_held_from_when_the_controller_first_saw_it() {
+    let mut w = two_claims();
+    let created = start() - Duration::seconds(60);
+    for claim in &mut w.claims {
+        claim.metadata.creation_timestamp = Some(to_time(created));
+        let uid = claim.uid().unwrap();
+        w.first_seen.insert(uid, start());
+    }
+    let plan = w.reconcile(start());
+    assert!(
+        plan.claim_statuses.is_empty(),
+        "created a minute ago but first seen now: no Requesting write: {:?}",
+        plan.claim_statuses
+    );
+    let shown = start() + controllers::nodeclaim::REQUESTING_SHOWN_AFTER;
+    assert_eq!(plan.requeue_at, Some(shown));
+    w.infra_step();
+    w.set_contract_phase(
+        "worker-a",
+        ComputeContractPhase::Deployed,
+        guest(Some("node-a")),
+    );
+    w.set_contract_phase("worker-b", ComputeContractPhase::Bidding, None);
+    let plan = w.reconcile(start() + Duration::seconds(1));
+    let written: Vec<_> = plan
+        .claim_statuses
+        .iter()
+        .map(|c| (c.name.as_str(), c.status.phase))
+        .collect();
+    assert_eq!(written, [("worker-a", Some(NodeClaimPhase::Joined))]);
+    // The other, still renting a hold after it was first seen, says so.
+    w.reconcile(shown);
+    assert_eq!(phase(&w, "worker-b"), Some(NodeClaimPhase::Requesting));
+}
+
 /// A node that joins within REQUESTING_SHOWN_AFTER: its claim's first write
 /// is Joined, naming its entry.
 #[test]

@@ -68,6 +68,9 @@ pub struct Observed<'a> {
     pub owner_clusters: &'a compose::OwnerClusters,
     /// Who holds the guests the claims name in `spec.adopt` (all of the contract namespace).
     pub guest_holders: &'a [GuestHolder],
+    /// When this controller first saw each new or deleted claim so, by uid
+    /// ([`super::first_seen`]): a status hold counts from then.
+    pub first_seen: &'a BTreeMap<String, DateTime<Utc>>,
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
 }
@@ -323,7 +326,8 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
         }
 
         if status != previous {
-            if let Some(shown_at) = status::held_until(claim, &previous, &status, now) {
+            let first_seen = observed.first_seen.get(&uid).copied();
+            if let Some(shown_at) = status::held_until(claim, &previous, &status, first_seen, now) {
                 // Written only if it still applies then (the requeue).
                 plan.requeue_at = earliest(plan.requeue_at, Some(shown_at));
             } else {

@@ -36,6 +36,7 @@ pub mod decide;
 pub mod deleted;
 pub mod events;
 pub mod failed;
+pub mod first_seen;
 pub mod root;
 pub mod secrets;
 mod status;
@@ -111,6 +112,8 @@ struct Runtime {
     own_writes: crate::own_writes::OwnWrites,
     /// When each Cluster's `status.nodes` was last written: a count waits.
     pace: crate::status_pace::StatusPace,
+    /// When each new or deleted claim was first seen at its step: its status hold counts from then.
+    first_seen: first_seen::FirstSeen,
 }
 
 impl Shell for Runtime {
@@ -147,6 +150,7 @@ pub fn controller(
         awaited: awaited::Awaited::default(),
         own_writes: crate::own_writes::OwnWrites::default(),
         pace: crate::status_pace::StatusPace::default(),
+        first_seen: first_seen::FirstSeen::default(),
     });
 
     let by_cluster =
@@ -358,12 +362,16 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
     let now = ctx.now();
+    let first_seen = runtime
+        .first_seen
+        .since(key, &claim_refs, &contract_refs, now);
     let requesters = stores.requesters.state();
     let root = root::RootState::of(
         requesters.iter().map(AsRef::as_ref),
         &ctx.contract_namespace,
     );
     let written_failed = runtime.awaited.failed.unseen(key, &claim_refs);
+
     let owner_clusters = owner_clusters(
         &stores.clusters,
         compose::foreign_owner_uids(claim_refs.iter().copied(), cluster.as_deref()),
@@ -391,6 +399,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         written_failed: &written_failed,
         owner_clusters: &owner_clusters,
         guest_holders: &guest_holders,
+        first_seen: &first_seen,
         now,
     };
     let mut plan = decide::decide(&observed);

@@ -165,15 +165,18 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
     decision
 }
 
-/// How long a deleted claim goes without a status write. Its release is
-/// usually over (the claim gone) well within it: the Releasing write then
-/// told nobody anything its deletionTimestamp did not, and was one write per
-/// node (plan 0012 S6). A claim still held after it (a slow market, a failing
-/// release, no Requester) shows Releasing and why.
+/// How long a deleted claim goes without a status write, from when this
+/// controller first saw it deleted (its deletion, or later when the claim
+/// queued: [`super::first_seen`]). Its release is usually over (the claim
+/// gone) well within it: the Releasing write then told nobody anything its
+/// deletionTimestamp did not, and was one write per node (plan 0012 S6). A
+/// claim still held after it (a slow market, a failing release, no
+/// Requester) shows Releasing and why.
 pub const RELEASING_SHOWN_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 
 /// How long a new claim goes without its first status when that only says
-/// it is being rented (Requesting): a claim whose node joins within it is
+/// it is being rented (Requesting), from when this controller first saw it
+/// (its creation, or later when the claim queued): a claim whose node joins within it is
 /// written once, Joined, with everything Requesting would have said (plan
 /// 0012 S6). A problem (Pending, Failed) or a machine that runs without its
 /// node (Deployed, which starts the join grace) is written at once.
@@ -181,21 +184,29 @@ pub const REQUESTING_SHOWN_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds
 
 /// Until when a claim's new status is not written: a deleted claim until its
 /// deletion is [`RELEASING_SHOWN_AFTER`] old; a claim never written whose new
-/// status is Requesting until it is [`REQUESTING_SHOWN_AFTER`] old. `None`:
+/// status is Requesting until it is [`REQUESTING_SHOWN_AFTER`] old. Either
+/// counts from `first_seen` instead when that is later (when this controller
+/// first saw the claim so, [`super::first_seen`]): the time a claim queued
+/// before the controller could act is not a pending release or rent. `None`:
 /// write it now.
 pub(super) fn held_until(
     claim: &NodeClaim,
     previous: &NodeClaimStatus,
     new: &NodeClaimStatus,
+    first_seen: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    let shown_at = if let Some(deleted) = &claim.metadata.deletion_timestamp {
-        crate::time::from_time(deleted) + RELEASING_SHOWN_AFTER
+    let (stamp, hold) = if let Some(deleted) = &claim.metadata.deletion_timestamp {
+        (crate::time::from_time(deleted), RELEASING_SHOWN_AFTER)
     } else if previous.phase.is_none() && new.phase == Some(NodeClaimPhase::Requesting) {
-        crate::time::from_time(claim.metadata.creation_timestamp.as_ref()?) + REQUESTING_SHOWN_AFTER
+        (
+            crate::time::from_time(claim.metadata.creation_timestamp.as_ref()?),
+            REQUESTING_SHOWN_AFTER,
+        )
     } else {
         return None;
     };
+    let shown_at = first_seen.map_or(stamp, |seen| seen.max(stamp)) + hold;
     (now < shown_at).then_some(shown_at)
 }
 

@@ -101,6 +101,9 @@ pub struct World {
     pub guest_holders: Vec<GuestHolder>,
     /// Clusters elsewhere that claims' ownerReferences name by uid.
     pub owner_clusters: OwnerClusters,
+    /// When the controller first saw new or deleted claims so, by uid (none:
+    /// at their timestamps).
+    pub first_seen: BTreeMap<String, DateTime<Utc>>,
 }
 
 impl World {
@@ -120,6 +123,7 @@ impl World {
             written_failed: BTreeSet::new(),
             guest_holders: Vec::new(),
             owner_clusters: OwnerClusters::new(),
+            first_seen: BTreeMap::new(),
         }
     }
 
@@ -139,6 +143,7 @@ impl World {
             written_failed: &self.written_failed,
             guest_holders: &self.guest_holders,
             owner_clusters: &self.owner_clusters,
+            first_seen: &self.first_seen,
             now,
         })
     }
