@@ -5,9 +5,11 @@
 //! broadcast, matched it against its selectors and copied its line into its next chunk:
 //! per line and per watcher. With a feed one task per (resource, scope, selectors, form)
 //! does that once per change and appends the line to a log of shared buffers; a watch
-//! wakes when its feed grew, and its chunk is a slice of the log (one reference count,
-//! no copy), or, when it spans several of the task's appends, a slice of their join,
-//! made once for every watch that reads them.
+//! wakes when its feed grew, and its chunk is slices of the log's buffers (a reference
+//! count each, no copy), which the watch sends as the frames of one write. The log keeps
+//! its newest buffers in sizes that halve from the oldest to the newest, merging the
+//! small ones as they come (each byte copied a few times for the feed, never once per
+//! watch), so a chunk spans a few buffers.
 //!
 //! The log keeps the lines some watch has yet to read, and at most [`MAX_LINES`] (the
 //! store's broadcast capacity, how far a watch could lag before): a watch that falls
@@ -30,6 +32,12 @@ use crate::store::LiveChange;
 pub const MAX_LINES: usize = 4096;
 /// The most changes the feed's task takes from the broadcast before it publishes them.
 const BATCH_CHANGES: usize = 512;
+/// The most buffers in one chunk: hyper's HTTP/1.1 writer queues at most 16 frames
+/// before it writes them, so a longer chunk would be two writes (it ends at a buffer's
+/// end instead, and the watch sends the rest at once after it).
+pub const MAX_FRAMES: usize = 16;
+/// Buffers are merged up to this size (a TLS record holds 16 KiB).
+const MERGED_BYTES: usize = 16 * 1024;
 
 /// What makes two watches read the same lines: the served resource (by address: the feed
 /// keeps it alive, so the address is not reused meanwhile), the form, the scope and the
@@ -65,6 +73,9 @@ pub struct Cursor {
     /// are skipped: the watch had them from its replay or initial events).
     pub rv: u64,
 }
+
+/// A chunk's slices of the log's buffers, in order.
+pub type Frames = Vec<Bytes>;
 
 /// A line in the log: its change's resourceVersion and where it starts.
 #[derive(Debug, Clone, Copy)]
@@ -153,10 +164,11 @@ impl Log {
     }
 
     /// Up to `max_lines` lines (at least one) of at most `max_bytes` (at least one line)
-    /// from `cursor`, as one buffer, and how many lines it holds.
-    fn take(&mut self, cursor: &mut Cursor, max_lines: u64, max_bytes: usize) -> (Bytes, u32) {
+    /// from `cursor`, as slices of at most [`MAX_FRAMES`] of the log's buffers (in
+    /// order, without a copy), and how many lines they hold.
+    fn take(&mut self, cursor: &mut Cursor, max_lines: u64, max_bytes: usize) -> (Frames, u32) {
         if !matches!(self.available(cursor), Available::Bytes(_)) || max_lines == 0 {
-            return (Bytes::new(), 0);
+            return (Frames::new(), 0);
         }
         let first = cursor.next.load(Ordering::Relaxed);
         let total = self.total();
@@ -170,8 +182,12 @@ impl Log {
         } else {
             below.saturating_sub(1)
         };
-        let last = fit.min(first.saturating_add(max_lines)).max(first + 1);
-        let end = self.start_of(last);
+        let mut last = fit.min(first.saturating_add(max_lines)).max(first + 1);
+        let (frames, end) = self.slices(start, self.start_of(last));
+        if end < self.start_of(last) {
+            // Cut at a buffer's end, which is a line's start.
+            last = self.first_line + self.marks.partition_point(|m| m.start < end) as u64;
+        }
         if let Some(mark) = self.mark(last - 1) {
             cursor.rv = mark.rv;
         }
@@ -180,35 +196,29 @@ impl Log {
             cursor.rv = cursor.rv.max(self.seen_rv);
         }
         let lines = u32::try_from(last - first).unwrap_or(u32::MAX);
-        (self.slice(start, end), lines)
+        (frames, lines)
     }
 
-    /// The bytes from `start` to `end`: a slice of one segment; several are joined into
-    /// one first, once for every watch that reads them later.
-    fn slice(&mut self, start: u64, end: u64) -> Bytes {
+    /// The bytes from `start` to `end` as slices of the buffers that hold them, at most
+    /// [`MAX_FRAMES`] (then they end before `end`), and where they end.
+    fn slices(&self, start: u64, end: u64) -> (Frames, u64) {
         let first = self
             .segments
             .partition_point(|(s, _)| *s <= start)
             .saturating_sub(1);
-        let last = self.segments.partition_point(|(s, _)| *s < end);
-        if last > first + 1 {
-            let joined_start = self.segments.get(first).map_or(start, |(s, _)| *s);
-            // Sized once: grown by doubling, the join's copies and fresh pages were a
-            // tenth of the server's CPU under a fan-out (plan 0012 S3).
-            let size = self.segments.range(first..last).map(|(_, b)| b.len()).sum();
-            let mut joined = BytesMut::with_capacity(size);
-            for (_, bytes) in self.segments.range(first..last) {
-                joined.extend_from_slice(bytes);
+        let mut frames = Frames::new();
+        let mut to = start;
+        for (segment_start, bytes) in self.segments.range(first..) {
+            if to >= end || frames.len() == MAX_FRAMES {
+                break;
             }
-            self.segments.drain(first..last);
-            self.segments.insert(first, (joined_start, joined.freeze()));
+            let segment_end = segment_start + bytes.len() as u64;
+            let from = usize::try_from(to - segment_start).unwrap_or_default();
+            let upto = usize::try_from(end.min(segment_end) - segment_start).unwrap_or_default();
+            frames.push(bytes.slice(from..upto));
+            to = end.min(segment_end);
         }
-        let Some((segment_start, bytes)) = self.segments.get(first) else {
-            return Bytes::new();
-        };
-        let from = usize::try_from(start - segment_start).unwrap_or_default();
-        let to = usize::try_from(end - segment_start).unwrap_or_default();
-        bytes.slice(from..to.min(bytes.len()))
+        (frames, to)
     }
 
     /// Adds a buffer of lines (their resourceVersions and offsets in it), having looked at
@@ -227,6 +237,33 @@ impl Log {
         }
         self.seen_rv = self.seen_rv.max(seen_rv);
         self.trim();
+        self.merge_newest();
+    }
+
+    /// Merges the newest buffer into the one before while that one is no larger and both
+    /// fit in [`MERGED_BYTES`]: the sizes halve towards the newest, as the bits of a
+    /// counter, so each byte is copied at most log2(`MERGED_BYTES` / line) times for the
+    /// feed (never per watch), and a chunk spans a few buffers. Watches that hold slices
+    /// of the buffers merged keep them.
+    fn merge_newest(&mut self) {
+        loop {
+            let n = self.segments.len();
+            let (Some((start, before)), Some((_, newest))) = (
+                self.segments.get(n.wrapping_sub(2)),
+                self.segments.get(n.wrapping_sub(1)),
+            ) else {
+                return;
+            };
+            if before.len() > newest.len() || before.len() + newest.len() > MERGED_BYTES {
+                return;
+            }
+            let mut merged = BytesMut::with_capacity(before.len() + newest.len());
+            merged.extend_from_slice(before);
+            merged.extend_from_slice(newest);
+            let start = *start;
+            self.segments.truncate(n - 2);
+            self.segments.push_back((start, merged.freeze()));
+        }
     }
 
     /// Drops the lines every watch has read, and those past [`MAX_LINES`].
@@ -310,7 +347,7 @@ impl Feed {
     }
 
     /// The next lines for `cursor` (see [`Log::take`]).
-    pub fn take(&self, cursor: &mut Cursor, max_lines: u64, max_bytes: usize) -> (Bytes, u32) {
+    pub fn take(&self, cursor: &mut Cursor, max_lines: u64, max_bytes: usize) -> (Frames, u32) {
         self.shared.log.lock().take(cursor, max_lines, max_bytes)
     }
 
