@@ -10,7 +10,7 @@ use api::{ComputeContractPhase, NodeClaimPhase};
 use chrono::Duration;
 use controllers::ManualClock;
 use controllers::nodeclaim::conditions::{DEPLOYED, INFRA_COMPOSED, JOINED, READY, reason};
-use controllers::nodeclaim::decide::InfraAction;
+use controllers::nodeclaim::decide::{InfraAction, Plan};
 use controllers::time;
 use controllers::time::to_time;
 use kube::ResourceExt;
@@ -307,12 +307,10 @@ fn a_new_claim_that_queued_is_held_from_when_the_controller_first_saw_it() {
     );
     w.set_contract_phase("worker-b", ComputeContractPhase::Bidding, None);
     let plan = w.reconcile(start() + Duration::seconds(1));
-    let written: Vec<_> = plan
-        .claim_statuses
-        .iter()
-        .map(|c| (c.name.as_str(), c.status.phase))
-        .collect();
-    assert_eq!(written, [("worker-a", Some(NodeClaimPhase::Joined))]);
+    assert_eq!(
+        written_phases(&plan),
+        [("worker-a", Some(NodeClaimPhase::Joined))]
+    );
     // The other, still renting a hold after it was first seen, says so.
     w.reconcile(shown);
     assert_eq!(phase(&w, "worker-b"), Some(NodeClaimPhase::Requesting));
@@ -334,11 +332,17 @@ fn a_claim_that_joins_at_once_is_first_written_joined() {
         guest(Some("node-a")),
     );
     let plan = w.reconcile(start() + Duration::seconds(1));
-    let written: Vec<_> = plan
-        .claim_statuses
+    assert_eq!(
+        written_phases(&plan),
+        [("worker-a", Some(NodeClaimPhase::Joined))]
+    );
+    assert!(w.claim("worker-a").status.as_ref().unwrap().infra.is_some());
+}
+
+/// The claims a plan writes a status to, with the phase it writes.
+fn written_phases(plan: &Plan) -> Vec<(&str, Option<NodeClaimPhase>)> {
+    plan.claim_statuses
         .iter()
         .map(|c| (c.name.as_str(), c.status.phase))
-        .collect();
-    assert_eq!(written, [("worker-a", Some(NodeClaimPhase::Joined))]);
-    assert!(w.claim("worker-a").status.as_ref().unwrap().infra.is_some());
+        .collect()
 }

@@ -538,7 +538,7 @@ fn compose_claim(
 }
 
 /// Objects keyed by their contract entry label.
-fn by_entry<'a, K: ResourceExt + 'a>(
+pub(super) fn by_entry<'a, K: ResourceExt + 'a>(
     objects: impl Iterator<Item = &'a K>,
 ) -> BTreeMap<&'a str, &'a K> {
     objects

@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use api::names::{CONTRACT_LABEL, entry_name};
+use api::names::entry_name;
 use api::{ComputeContract, ComputeContractPhase, NodeClaim};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
@@ -81,10 +81,7 @@ impl FirstSeen {
         contracts: &[&ComputeContract],
         now: DateTime<Utc>,
     ) -> BTreeMap<String, DateTime<Utc>> {
-        let by_entry: BTreeMap<&str, &ComputeContract> = contracts
-            .iter()
-            .filter_map(|c| Some((c.labels().get(CONTRACT_LABEL)?.as_str(), *c)))
-            .collect();
+        let by_entry = super::decide::by_entry(contracts.iter().copied());
         let mut by_cluster = self.lock();
         let before = by_cluster.remove(key).unwrap_or_default();
         let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
@@ -124,6 +121,7 @@ impl FirstSeen {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use api::names::CONTRACT_LABEL;
     use api::{NodeClaimPhase, NodeClaimStatus};
     use chrono::TimeZone;
 

@@ -371,7 +371,6 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         &ctx.contract_namespace,
     );
     let written_failed = runtime.awaited.failed.unseen(key, &claim_refs);
-
     let owner_clusters = owner_clusters(
         &stores.clusters,
         compose::foreign_owner_uids(claim_refs.iter().copied(), cluster.as_deref()),
