@@ -218,15 +218,8 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
     );
     assert_eq!(phase(&w, "worker-a"), before);
     assert_eq!(plan.requeue_at, Some(shown));
-    w.reconcile(shown - Duration::seconds(1));
-    assert_eq!(phase(&w, "worker-a"), before);
     // Still held when the time comes: it says Releasing and why.
-    w.reconcile(shown);
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Releasing));
-    assert_eq!(
-        cond(&w, "worker-a", INFRA_COMPOSED).reason,
-        reason::CLAIM_DELETING
-    );
+    shown_releasing_at(&mut w, "worker-a", before, shown);
     w.infra_step(); // released
     w.reconcile(shown);
     assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Released));
@@ -247,6 +240,24 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
     assert!(w.claims.iter().all(|c| c.name_any() != "worker-a"));
     assert_eq!(w.entries(), vec![entry_name("uid-b")]);
     assert_eq!(w.cluster_nodes(), Some(1));
+}
+
+/// A deleted `claim` keeps its status `before` until `shown`, then says
+/// Releasing and why (its deletion).
+fn shown_releasing_at(
+    w: &mut World,
+    claim: &str,
+    before: Option<NodeClaimPhase>,
+    shown: chrono::DateTime<chrono::Utc>,
+) {
+    w.reconcile(shown - Duration::seconds(1));
+    assert_eq!(phase(w, claim), before);
+    w.reconcile(shown);
+    assert_eq!(phase(w, claim), Some(NodeClaimPhase::Releasing));
+    assert_eq!(
+        cond(w, claim, INFRA_COMPOSED).reason,
+        reason::CLAIM_DELETING
+    );
 }
 
 /// Plan 0016 C4: at scale a deleted claim reaches its first reconcile long
@@ -273,15 +284,8 @@ fn a_deleted_claim_that_queued_is_held_from_when_the_controller_first_saw_it() {
     );
     let shown = start() + controllers::nodeclaim::RELEASING_SHOWN_AFTER;
     assert_eq!(plan.requeue_at, Some(shown));
-    w.reconcile(shown - Duration::seconds(1));
-    assert_eq!(phase(&w, "worker-a"), before);
     // Still held a hold after the controller acted: it says Releasing and why.
-    w.reconcile(shown);
-    assert_eq!(phase(&w, "worker-a"), Some(NodeClaimPhase::Releasing));
-    assert_eq!(
-        cond(&w, "worker-a", INFRA_COMPOSED).reason,
-        reason::CLAIM_DELETING
-    );
+    shown_releasing_at(&mut w, "worker-a", before, shown);
     // A first sight earlier than the deletion (a claim seen new) never shortens its hold.
     let mut w = two_claims();
     w.settle(start());
