@@ -9,7 +9,7 @@ use controllers::StopSignal;
 use crate::{
     dev::{self, DevArgs},
     run::RunArgs,
-    shutdown::with_deadline,
+    shutdown::run_until_shutdown,
     telemetry::{self, LogFormat},
 };
 
@@ -106,39 +106,28 @@ async fn run_dev(args: &DevArgs) -> anyhow::Result<()> {
         env.kubeconfig.display()
     );
     println!("Ctrl+C stops.");
-    let mut done = env.controllers.done;
-    tokio::select! {
-        // The controllers stop on the signal too: a stop after it is the shutdown.
-        biased;
-        () = shutdown.signaled() => {}
-        () = &mut done => anyhow::bail!("the controllers stopped without a shutdown"),
-    }
-    if with_deadline(&shutdown, done).await.is_none() {
-        tracing::warn!("stopped before every reconcile in flight finished");
-    }
+    run_until_shutdown(&shutdown, env.controllers.done).await?;
     Ok(())
 }
 
 async fn run_demo(args: &DevArgs) -> anyhow::Result<()> {
-    let dev::DevEnvironment {
-        server,
-        client,
-        kubeconfig,
-        controllers,
-        ..
-    } = dev::start(args, StopSignal::on_process_signal()).await?;
+    // Bound whole, not destructured: the fields a pattern leaves out would
+    // drop at the end of the `let`, taking the scratch kubeconfig printed
+    // below and the fake atproto market with them.
+    let mut env = dev::start(args, StopSignal::on_process_signal()).await?;
     println!(
         "embedded API server: {}  kubeconfig: {}",
-        server.url(),
-        kubeconfig.display()
+        env.server.url(),
+        env.kubeconfig.display()
     );
     let options = crate::demo::DemoOptions {
         contract_namespace: args.controllers.contract_namespace.clone(),
         ..Default::default()
     };
     let mut stdout = std::io::stdout();
+    let client = env.client.clone();
     tokio::select! {
-        () = controllers.done => anyhow::bail!("the controllers stopped before the demo finished"),
+        () = &mut env.controllers.done => anyhow::bail!("the controllers stopped before the demo finished"),
         summary = crate::demo::run_script(client, &options, &mut stdout) => summary.map(|_| ()),
     }
 }

@@ -76,20 +76,26 @@ pub enum DevMarket {
 }
 
 /// A running development environment; everything stops when it is dropped.
+///
+/// Fields drop in the order they are declared, and that order is the
+/// shutdown: whatever uses the server stops before the server does. A task
+/// still watching when the server went would reconnect to a closed port and
+/// kube-client would log that failed request as an ERROR on a clean stop.
 pub struct DevEnvironment {
-    /// The embedded API server.
-    pub server: ApiServer,
-    /// A client for it.
-    pub client: Client,
-    /// The kubeconfig `kubectl` can use.
-    pub kubeconfig: PathBuf,
-    /// The local market every Requester of this process uses.
-    pub market: Arc<LocalMarket>,
-    /// The controllers.
-    pub controllers: Running,
+    /// Plays the tenant clusters; first to stop, its watch is the one left open.
+    _tenant_side: AbortOnDrop,
     /// The fake atproto market, with `--market atproto-fake`.
     pub atproto: Option<DevAtproto>,
-    _tenant_side: AbortOnDrop,
+    /// The controllers.
+    pub controllers: Running,
+    /// The local market every Requester of this process uses.
+    pub market: Arc<LocalMarket>,
+    /// A client for the server.
+    pub client: Client,
+    /// The embedded API server; stops after everything that uses it.
+    pub server: ApiServer,
+    /// The kubeconfig `kubectl` can use.
+    pub kubeconfig: PathBuf,
     _scratch: Option<tempfile::TempDir>,
 }
 
@@ -178,13 +184,13 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
     let tenant_side = AbortOnDrop(tokio::spawn(tenant_side::run(client.clone())));
 
     Ok(DevEnvironment {
-        server,
-        client,
-        kubeconfig,
-        market,
-        controllers,
-        atproto,
         _tenant_side: tenant_side,
+        atproto,
+        controllers,
+        market,
+        client,
+        server,
+        kubeconfig,
         _scratch: scratch,
     })
 }

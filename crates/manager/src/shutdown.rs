@@ -157,6 +157,47 @@ pub async fn with_deadline<F: Future>(shutdown: &Shutdown, work: F) -> Option<F:
     }
 }
 
+/// Work meant to run until the shutdown ended while none had started.
+#[derive(Debug, thiserror::Error)]
+#[error("the controllers stopped without a shutdown")]
+pub struct StoppedWithoutShutdown;
+
+/// Runs `controllers` (which stop taking work on this shutdown) until the
+/// shutdown starts, then lets them finish within its deadline.
+///
+/// # Errors
+///
+/// [`StoppedWithoutShutdown`] when they ended with no shutdown started.
+pub async fn run_until_shutdown<F>(
+    shutdown: &Shutdown,
+    controllers: F,
+) -> Result<(), StoppedWithoutShutdown>
+where
+    F: Future<Output = ()>,
+{
+    tokio::pin!(controllers);
+    let ended_first = tokio::select! {
+        biased;
+        () = shutdown.signaled() => false,
+        () = &mut controllers => true,
+    };
+    if ended_first {
+        // They run inside this task's poll, and the signal's task, on another
+        // thread, may start the shutdown after the first branch found it
+        // pending: the controllers then stop on it within that same poll.
+        // That is the shutdown; only an end with none started is a fault.
+        return if shutdown.is_triggered() {
+            Ok(())
+        } else {
+            Err(StoppedWithoutShutdown)
+        };
+    }
+    if with_deadline(shutdown, controllers).await.is_none() {
+        tracing::warn!("stopped before every reconcile in flight finished");
+    }
+    Ok(())
+}
+
 /// Parses a duration flag: a number with `ms`, `s`, `m` or `h` (`25s`, `1m`, `500ms`); a bare number is seconds.
 ///
 /// # Errors
@@ -231,6 +272,45 @@ mod tests {
         })
         .await;
         assert_eq!(output, Some(7));
+    }
+
+    #[tokio::test]
+    async fn controllers_that_stop_on_a_shutdown_started_mid_poll_end_cleanly() {
+        let shutdown = Shutdown::new(Duration::from_secs(25));
+        let signal = shutdown.clone();
+        // What the signal's task on another thread can do: start the shutdown
+        // after the first branch was polled, while the controllers are polled.
+        let controllers = async move {
+            signal.trigger();
+        };
+        assert!(run_until_shutdown(&shutdown, controllers).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn controllers_that_end_with_no_shutdown_are_a_fault() {
+        let shutdown = Shutdown::new(Duration::from_secs(25));
+        let ended = run_until_shutdown(&shutdown, async {}).await;
+        assert!(ended.is_err());
+        assert!(!shutdown.is_triggered());
+    }
+
+    #[tokio::test]
+    async fn controllers_run_until_the_shutdown_and_then_finish_their_work() {
+        let shutdown = Shutdown::new(Duration::from_secs(25));
+        let (finished_tx, finished_rx) = tokio::sync::oneshot::channel();
+        let stop = shutdown.signaled();
+        let controllers = async move {
+            stop.await;
+            tokio::task::yield_now().await; // a reconcile in flight finishing
+            let _ = finished_tx.send(());
+        };
+        let trigger = shutdown.clone();
+        tokio::spawn(async move { trigger.trigger() });
+        assert!(run_until_shutdown(&shutdown, controllers).await.is_ok());
+        assert!(
+            finished_rx.await.is_ok(),
+            "the work after the signal ran to its end"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -7,9 +7,11 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
 #[tokio::test]
 async fn the_demo_runs_to_done() {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_manager"))
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_manager"))
         .arg("demo")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -17,16 +19,37 @@ async fn the_demo_runs_to_done() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn manager demo");
-    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+    // stderr is drained meanwhile, so a full pipe never stalls the demo.
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let stderr = tokio::spawn(async move {
+        let mut text = String::new();
+        stderr_pipe.read_to_string(&mut text).await.unwrap();
+        text
+    });
+    // The kubeconfig the demo prints is there to use while it runs.
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stdout = String::new();
+    let mut kubeconfig_checked = false;
+    let read_stdout = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some((_, path)) = line.split_once("kubeconfig: ") {
+                let path = std::path::Path::new(path.trim());
+                assert!(path.is_file(), "the printed kubeconfig {path:?} is gone");
+                kubeconfig_checked = true;
+            }
+            stdout.push_str(&line);
+            stdout.push('\n');
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), read_stdout)
         .await
-        .expect("the demo finishes within 2 minutes")
-        .expect("wait for manager demo");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+        .expect("the demo finishes within 2 minutes");
+    let status = child.wait().await.expect("wait for manager demo");
+    let stderr = stderr.await.unwrap();
+    assert!(kubeconfig_checked, "no kubeconfig printed:\n{stdout}");
     assert!(
-        output.status.success(),
-        "manager demo failed ({}):\n{stdout}\n{stderr}",
-        output.status
+        status.success(),
+        "manager demo failed ({status}):\n{stdout}\n{stderr}"
     );
     let last = stdout
         .lines()
