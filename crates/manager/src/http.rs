@@ -136,9 +136,30 @@ impl HttpServer {
         readiness: Readiness,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), HttpError> {
+        self.serve_router(
+            router(registry, readiness),
+            "/metrics, /healthz and /readyz",
+            shutdown,
+        )
+        .await
+    }
+
+    /// Serves `router` (logged as serving `what`) until `shutdown` resolves,
+    /// then finishes the requests in flight and returns; the market port
+    /// serves its own router on a port bound the same way.
+    ///
+    /// # Errors
+    ///
+    /// [`HttpError::Serve`] when accepting connections fails for good.
+    pub async fn serve_router(
+        self,
+        router: Router,
+        what: &str,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), HttpError> {
         let addr = self.addr;
-        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-        axum::serve(self.listener, router(registry, readiness))
+        tracing::info!(%addr, "serving {what}");
+        axum::serve(self.listener, router)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| HttpError::Serve { addr, source })

@@ -26,10 +26,9 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 
-use crate::http::HttpError;
+use crate::http::{HttpError, HttpServer};
 
 /// Flags of the market port; flatten into a subcommand's args.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -100,10 +99,7 @@ impl Drop for InboundGuard {
 
 /// A bound, not yet serving, market port.
 #[derive(Debug)]
-pub struct MarketPort {
-    listener: TcpListener,
-    addr: SocketAddr,
-}
+pub struct MarketPort(HttpServer);
 
 impl MarketPort {
     /// Binds `addr`.
@@ -112,19 +108,13 @@ impl MarketPort {
     ///
     /// [`HttpError::Bind`] when the address cannot be bound.
     pub async fn bind(addr: SocketAddr) -> Result<Self, HttpError> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| HttpError::Bind { addr, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| HttpError::Bind { addr, source })?;
-        Ok(Self { listener, addr })
+        HttpServer::bind(addr).await.map(Self)
     }
 
     /// The bound address (with the real port when `:0` was asked for).
     #[must_use]
     pub const fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.0.local_addr()
     }
 
     /// Serves until `shutdown` resolves, then finishes the requests in flight.
@@ -137,12 +127,13 @@ impl MarketPort {
         slot: InboundSlot,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), HttpError> {
-        let addr = self.addr;
-        tracing::info!(%addr, "serving the market's submitBid and submitEvent");
-        axum::serve(self.listener, router(slot))
-            .with_graceful_shutdown(shutdown)
+        self.0
+            .serve_router(
+                router(slot),
+                "the market's submitBid and submitEvent",
+                shutdown,
+            )
             .await
-            .map_err(|source| HttpError::Serve { addr, source })
     }
 }
 
