@@ -174,3 +174,41 @@ fn a_changed_kind_of_value_removes_the_old_children() {
         json!({"f:spec": {"f:x": {".": {}, "f:c": {}}}})
     );
 }
+
+#[test]
+fn an_update_of_one_field_changes_only_that_fields_ownership() {
+    // The comparison skips subtrees equal on both sides: an unchanged list-map and
+    // unchanged metadata keep their owners, the one changed field moves.
+    let mut new = object(json!({"replicas": 1, "contracts": [{"name": "a", "port": 1}]}));
+    new["metadata"]["labels"] = json!({"app": "x"});
+    let created = update_as(None, new, "creator", T1);
+    let mut changed = created.clone();
+    changed["spec"]["replicas"] = json!(2);
+    let updated = update_as(Some(&created), changed, "scaler", T2);
+    assert_eq!(
+        fields_of(&updated, "creator"),
+        json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {".": {}, "f:contracts": {".": {}, "k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:port": {}}}}
+        })
+    );
+    assert_eq!(
+        fields_of(&updated, "scaler"),
+        json!({"f:spec": {"f:replicas": {}}})
+    );
+    // The object itself is the one written, with the entries re-encoded.
+    assert_eq!(updated["spec"]["replicas"], json!(2));
+    assert_eq!(
+        updated["metadata"]["managedFields"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+}
+
+#[test]
+fn an_update_writing_the_same_object_owns_nothing_new() {
+    let created = update_as(None, object(json!({"replicas": 1})), "creator", T1);
+    let updated = update_as(Some(&created), created.clone(), "other", T2);
+    assert_eq!(updated, created);
+}

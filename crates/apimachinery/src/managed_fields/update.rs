@@ -35,19 +35,17 @@ pub fn update(
         Some(sent) => sent,
         None => old.map(entries::decode).unwrap_or_default(),
     };
-    let old_object = old.map_or_else(
-        || Value::Object(Map::new()),
-        entries::without_managed_fields,
-    );
-    let new_object = entries::without_managed_fields(new);
-
-    let comparison = walk::compare(&old_object, &new_object, &schema);
+    // The comparison never looks at metadata.managedFields (an untracked path), so the
+    // objects are compared as they are, with no copy of either without that member.
+    if let Some(Value::Object(metadata)) = new.get_mut("metadata") {
+        metadata.remove("managedFields");
+    }
+    let nothing = Value::Object(Map::new());
+    let comparison = walk::compare(old.unwrap_or(&nothing), new, &schema);
     let changed = comparison.added.union(&comparison.modified);
     for entry in &mut managers {
-        entry.fields = entry
-            .fields
-            .difference(&changed)
-            .difference(&comparison.removed);
+        entry.fields.remove_all(&changed);
+        entry.fields.remove_all(&comparison.removed);
     }
     if !changed.is_empty() {
         let own = ManagedEntry {
@@ -70,6 +68,5 @@ pub fn update(
             None => managers.push(own),
         }
     }
-    *new = new_object;
     entries::encode(new, managers);
 }

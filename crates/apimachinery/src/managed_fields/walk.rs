@@ -228,6 +228,14 @@ fn compare_at(
     out: &mut Comparison,
     element: bool,
 ) {
+    // Equal values hold no change at any depth: no walk below them (a write usually
+    // changes a few fields of an object, and the walk's paths and schema lookups cost
+    // far more than an equality test that stops at the first difference).
+    if let (Some(before), Some(after)) = (old, new)
+        && before == after
+    {
+        return;
+    }
     match (old, new) {
         (None, None) => return,
         (None, Some(_)) if !container_only(&at.path) => out.added.insert(at.path.clone()),
