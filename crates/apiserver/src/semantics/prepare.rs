@@ -276,7 +276,8 @@ pub fn update(res: &Resource, old: &Value, mut new: Value, status_only: bool) ->
             None => map.remove("status"),
         };
     }
-    let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
+    let no_meta = Map::new();
+    let old_meta = old["metadata"].as_object().unwrap_or(&no_meta);
     let meta = meta_mut(&mut new);
     for key in [
         "name",
@@ -340,38 +341,75 @@ pub fn update(res: &Resource, old: &Value, mut new: Value, status_only: bool) ->
 /// Whether anything outside metadata (and status, with a status subresource) changed.
 #[must_use]
 pub fn spec_changed(res: &Resource, old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut m = v.as_object().cloned().unwrap_or_default();
-        m.remove("metadata");
-        if res.has_status {
-            m.remove("status");
-        }
-        m
-    };
-    strip(old) != strip(new)
+    let skipped = |key: &str| key == "metadata" || (res.has_status && key == "status");
+    !members_equal(old, new, skipped, |_, before, after| before == after)
 }
 
 /// Whether `new` equals `old` once managedFields timestamps are ignored (a no-op write).
+///
+/// Compares in place (no copy of either object): metadata without its resourceVersion,
+/// each managedFields entry without its time.
 #[must_use]
 pub fn is_noop(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(entries) = v
-            .pointer_mut("/metadata/managedFields")
-            .and_then(Value::as_array_mut)
-        {
-            for e in entries {
-                if let Some(m) = e.as_object_mut() {
-                    m.remove("time");
-                }
+    if !(old.is_object() && new.is_object()) {
+        return old == new;
+    }
+    members_equal(
+        old,
+        new,
+        |_| false,
+        |key, before, after| {
+            if key == "metadata" {
+                metadata_equal(before, after)
+            } else {
+                before == after
             }
-        }
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-        }
-        v
-    };
-    strip(old) == strip(new)
+        },
+    )
+}
+
+/// `metadata` members equal but for resourceVersion and the managedFields' times.
+fn metadata_equal(old: &Value, new: &Value) -> bool {
+    if !(old.is_object() && new.is_object()) {
+        return old == new;
+    }
+    members_equal(
+        old,
+        new,
+        |key| key == "resourceVersion",
+        |key, before, after| match (key, before, after) {
+            ("managedFields", Value::Array(before), Value::Array(after)) => {
+                before.len() == after.len()
+                    && before.iter().zip(after).all(|(b, a)| {
+                        if b.is_object() && a.is_object() {
+                            members_equal(b, a, |key| key == "time", |_, b, a| b == a)
+                        } else {
+                            b == a
+                        }
+                    })
+            }
+            _ => before == after,
+        },
+    )
+}
+
+/// Whether two values' members are equal under `equal`, members for which `skipped`
+/// holds left out; a value that is not an object has no members.
+fn members_equal(
+    old: &Value,
+    new: &Value,
+    skipped: impl Fn(&str) -> bool,
+    equal: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let no_members = Map::new();
+    let old = old.as_object().unwrap_or(&no_members);
+    let new = new.as_object().unwrap_or(&no_members);
+    let kept = |members: &Map<String, Value>| members.keys().filter(|k| !skipped(k)).count();
+    kept(old) == kept(new)
+        && old
+            .iter()
+            .filter(|(key, _)| !skipped(key))
+            .all(|(key, before)| new.get(key).is_some_and(|after| equal(key, before, after)))
 }
 
 /// Built-in conversions: secrets' `stringData` folds into base64 `data`; namespaces get
@@ -492,4 +530,117 @@ pub fn schema_pass(
         return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
     }
     Ok(warnings)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly
+mod tests {
+    use super::*;
+
+    fn stored() -> Value {
+        json!({
+            "apiVersion": "x.io/v1",
+            "kind": "Thing",
+            "metadata": {
+                "name": "a",
+                "resourceVersion": "7",
+                "managedFields": [
+                    {"manager": "m", "operation": "Update", "time": "2026-01-01T00:00:01Z", "fieldsV1": {"f:spec": {}}},
+                    "not an object"
+                ]
+            },
+            "spec": {"replicas": 1},
+            "status": {"phase": "Up"}
+        })
+    }
+
+    #[test]
+    fn a_write_differing_only_in_resource_version_and_entry_times_is_a_noop() {
+        let old = stored();
+        let mut new = stored();
+        new["metadata"]["resourceVersion"] = json!("8");
+        new["metadata"]["managedFields"][0]["time"] = json!("2026-01-01T00:00:09Z");
+        assert!(is_noop(&old, &new));
+        new["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        new["metadata"]["managedFields"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("time");
+        assert!(is_noop(&old, &new));
+        assert!(is_noop(&json!("x"), &json!("x")));
+    }
+
+    #[test]
+    fn any_other_difference_is_not_a_noop() {
+        let old = stored();
+        let changes: [fn(&mut Value); 8] = [
+            |v| v["spec"]["replicas"] = json!(2),
+            |v| v["status"]["phase"] = json!("Down"),
+            |v| v["metadata"]["labels"] = json!({"a": "b"}),
+            |v| v["metadata"]["managedFields"][0]["manager"] = json!("n"),
+            |v| v["metadata"]["managedFields"][1] = json!("another"),
+            |v| v["metadata"]["managedFields"] = json!([]),
+            |v| v["metadata"] = json!("not an object"),
+            |v| {
+                v.as_object_mut().unwrap().remove("status");
+            },
+        ];
+        for change in changes {
+            let mut new = stored();
+            change(&mut new);
+            assert!(!is_noop(&old, &new), "{new}");
+            assert!(!is_noop(&new, &old), "{new}");
+        }
+        assert!(!is_noop(&old, &json!("x")));
+    }
+
+    fn custom(has_status: bool) -> Resource {
+        Resource {
+            group: "x.io".into(),
+            version: "v1".into(),
+            plural: "things".into(),
+            singular: "thing".into(),
+            kind: "Thing".into(),
+            list_kind: "ThingList".into(),
+            namespaced: true,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            has_status,
+            schema: None,
+            printer_columns: None,
+            selectable_fields: Vec::new(),
+            storage: crate::registry::storage_key("x.io", "things"),
+            custom: true,
+            storage_version: "v1".into(),
+            typed: None,
+            served_since: 0,
+            review: false,
+        }
+    }
+
+    #[test]
+    fn spec_changed_looks_outside_metadata_and_a_subresources_status() {
+        let with_status = custom(true);
+        let without_status = custom(false);
+        let old = stored();
+        let mut new = stored();
+        new["metadata"]["labels"] = json!({"a": "b"});
+        new["status"]["phase"] = json!("Down");
+        assert!(!spec_changed(&with_status, &old, &new));
+        assert!(spec_changed(&without_status, &old, &new));
+        new["spec"]["replicas"] = json!(2);
+        assert!(spec_changed(&with_status, &old, &new));
+        let mut removed = stored();
+        removed.as_object_mut().unwrap().remove("spec");
+        assert!(spec_changed(&with_status, &old, &removed));
+        assert!(spec_changed(&with_status, &removed, &old));
+        assert!(!spec_changed(
+            &with_status,
+            &json!(1),
+            &json!({"metadata": {}})
+        ));
+    }
 }
