@@ -597,28 +597,26 @@ mod tests {
         assert!(!is_noop(&old, &json!("x")));
     }
 
+    /// The resource a minimal CRD serves, as the registry makes it when one is applied.
     fn custom(has_status: bool) -> Resource {
-        Resource {
-            group: "x.io".into(),
-            version: "v1".into(),
-            plural: "things".into(),
-            singular: "thing".into(),
-            kind: "Thing".into(),
-            list_kind: "ThingList".into(),
-            namespaced: true,
-            short_names: Vec::new(),
-            categories: Vec::new(),
-            has_status,
-            schema: None,
-            printer_columns: None,
-            selectable_fields: Vec::new(),
-            storage: crate::registry::storage_key("x.io", "things"),
-            custom: true,
-            storage_version: "v1".into(),
-            typed: None,
-            served_since: 0,
-            review: false,
-        }
+        let subresources = if has_status {
+            json!({"status": {}})
+        } else {
+            json!({})
+        };
+        let crd = json!({
+            "spec": {
+                "group": "x.io",
+                "names": {"plural": "things", "kind": "Thing"},
+                "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": subresources}]
+            }
+        });
+        let mut resources = crate::registry::resources_of_crd(&crd).unwrap();
+        assert_eq!(resources.len(), 1);
+        let resource = resources.remove(0);
+        assert_eq!(resource.has_status, has_status);
+        resource
     }
 
     #[test]
