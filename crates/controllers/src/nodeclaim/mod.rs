@@ -76,7 +76,7 @@ pub const IDENTITY: Identity = Identity {
 /// How soon a reconcile whose cache has not shown its own last write yet
 /// (or a join Secret it created) looks again: that write's event wakes it
 /// anyway, this only covers a watch that broke meanwhile.
-const TEARDOWN_RECHECK: Duration = Duration::from_secs(1);
+const OWN_WRITE_UNSEEN_RECHECK: Duration = Duration::from_secs(1);
 
 /// How soon a reconcile that waits for an object to disappear (a contract,
 /// a join Secret, the Infra, a claim's or the Cluster's finalizer) looks
@@ -367,7 +367,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     {
         // Its own last write replaced one of these copies: deciding from it
         // would write that step again (a 409). That write's event wakes the key.
-        return Ok(Action::requeue(TEARDOWN_RECHECK));
+        return Ok(Action::requeue(OWN_WRITE_UNSEEN_RECHECK));
     }
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
@@ -455,7 +455,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
 
 /// When a reconcile that decided `plan` at `now` looks again without an
 /// event: at its earliest grace deadline, its paced Cluster count, 1 s for a
-/// created join Secret its cache does not show yet ([`TEARDOWN_RECHECK`]),
+/// created join Secret its cache does not show yet ([`OWN_WRITE_UNSEEN_RECHECK`]),
 /// [`REMOVAL_SAFETY_NET`] while it waits for something to disappear (its
 /// event wakes it sooner); `None` when converged.
 fn look_again_after(
@@ -467,7 +467,7 @@ fn look_again_after(
     let until_deadline = plan
         .requeue_at
         .map(|at| (at - now).to_std().unwrap_or(Duration::ZERO));
-    let created_unseen = held_back.then_some(TEARDOWN_RECHECK);
+    let created_unseen = held_back.then_some(OWN_WRITE_UNSEEN_RECHECK);
     let removal = plan.awaiting_removal.then_some(REMOVAL_SAFETY_NET);
     until_deadline
         .into_iter()
@@ -576,7 +576,7 @@ mod tests {
         // A created Secret the cache does not show yet is looked at again soon,
         assert_eq!(
             look_again_after(&waiting, true, None, now),
-            Some(TEARDOWN_RECHECK)
+            Some(OWN_WRITE_UNSEEN_RECHECK)
         );
         // and a grace deadline or a paced count sooner than either comes first.
         let graced = decide::Plan {
