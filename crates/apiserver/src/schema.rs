@@ -1,6 +1,8 @@
 //! The boundary to the structural-schema engine (`apiextensions`): defaulting, pruning,
 //! validation and list types of custom resources; and the typed decoding of built-in kinds.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use apiextensions::{FieldError, StructuralSchema};
 use serde_json::Value;
 
@@ -14,7 +16,11 @@ use crate::status::{ApiError, ApiResult, Cause};
 #[derive(Debug, Clone)]
 pub struct CrdSchema {
     schema: StructuralSchema,
+    mark: u32,
 }
+
+/// The mark of the next schema built (0 is no schema's).
+static NEXT_MARK: AtomicU32 = AtomicU32::new(1);
 
 /// Converts schema field errors into Status causes.
 #[must_use]
@@ -36,8 +42,31 @@ impl CrdSchema {
     /// The field errors of a non-structural or invalid schema.
     pub fn new(raw: &Value, path: &str) -> Result<Self, Vec<Cause>> {
         StructuralSchema::from_value_at(raw, path)
-            .map(|schema| Self { schema })
+            .map(|schema| Self {
+                schema,
+                mark: NEXT_MARK.fetch_add(1, Ordering::Relaxed),
+            })
             .map_err(|e| causes(e.field_errors()))
+    }
+
+    /// This schema's mark, which no other schema built in this process has (never 0): a
+    /// stored object carries the mark of the schema whose pass made its content
+    /// ([`crate::store::StoredObject::schema_mark`]).
+    #[must_use]
+    pub fn mark(&self) -> u32 {
+        self.mark
+    }
+
+    /// Whether an update changing only `metadata` of content this schema made passes
+    /// without the schema pass ([`StructuralSchema::passes_metadata_only_updates`]).
+    #[must_use]
+    pub fn passes_metadata_only_updates(&self) -> bool {
+        self.schema.passes_metadata_only_updates()
+    }
+
+    /// Drops the keys of `metadata` that ObjectMeta does not have; returns their paths.
+    pub fn prune_metadata(&self, object: &mut Value) -> Vec<String> {
+        self.schema.prune_metadata(object)
     }
 
     /// The raw `openAPIV3Schema` (for OpenAPI publishing).

@@ -39,6 +39,7 @@ pub enum ListType {
 pub struct StructuralSchema {
     root: Arc<Node>,
     has_rules: bool,
+    metadata_only_updates_pass: bool,
 }
 
 /// Field error types that stop CEL rules from running (`hasBlockingErr` in the CR strategy).
@@ -95,9 +96,11 @@ impl StructuralSchema {
             return Err(SchemaError::Invalid(errors));
         }
         let has_rules = has_rules(&root);
+        let metadata_only_updates_pass = metadata_only_updates_pass(&root);
         Ok(Self {
             root: Arc::new(root),
             has_rules,
+            metadata_only_updates_pass,
         })
     }
 
@@ -175,6 +178,32 @@ impl StructuralSchema {
         errors
     }
 
+    /// Whether an update that changes nothing but `metadata` (a finalizer, a label, an
+    /// ownerReference, deletionTimestamp, managedFields) passes this schema whenever the
+    /// rest of the object is the stored one that this schema defaulted, pruned and
+    /// validated. Then [`Self::apply_defaults`] and [`Self::prune`] change nothing outside
+    /// `metadata` and [`Self::validate`] finds nothing, so a server may skip them and only
+    /// [`Self::prune_metadata`].
+    ///
+    /// That holds when validation ratcheting (CRDValidationRatcheting, on by default since
+    /// Kubernetes 1.30) passes every unchanged value and nothing of the schema reads
+    /// `metadata`: no CEL rule on the root (a rule sees its object's children, and the
+    /// root's include `self.metadata`), no allOf/anyOf/oneOf/not or additionalProperties on
+    /// the root, a `metadata` schema of no more than its `type`, and every transition rule
+    /// one that holds on an unchanged value (`self == oldSelf`): ratcheting skips only the
+    /// rules without `oldSelf`; transition rules run on unchanged values too.
+    #[must_use]
+    pub fn passes_metadata_only_updates(&self) -> bool {
+        self.metadata_only_updates_pass
+    }
+
+    /// Removes the keys of the root's `metadata` that ObjectMeta does not have, as
+    /// [`Self::prune`] does, and returns their paths (`metadata.foo`); the rest of the
+    /// object is left alone.
+    pub fn prune_metadata(&self, object: &mut Value) -> Vec<String> {
+        prune::prune_root_metadata(object)
+    }
+
     /// `x-kubernetes-list-type` of the list at `path` (field names from the root; list
     /// elements add nothing to the path), for server-side apply. Atomic when unknown.
     #[must_use]
@@ -221,6 +250,53 @@ fn has_rules(node: &Node) -> bool {
         || node.properties.values().any(has_rules)
         || node.additional_properties.as_deref().is_some_and(has_rules)
         || node.items.as_deref().is_some_and(has_rules)
+}
+
+/// See [`StructuralSchema::passes_metadata_only_updates`].
+fn metadata_only_updates_pass(root: &Node) -> bool {
+    let bare_metadata = root.properties.get("metadata").is_none_or(|meta| {
+        meta.raw
+            .as_object()
+            .is_some_and(|m| m.keys().all(|k| k == "type" || k == "description"))
+    });
+    root.rules.is_empty()
+        && root.all_of.is_empty()
+        && root.any_of.is_empty()
+        && root.one_of.is_empty()
+        && root.not.is_none()
+        && root.additional_properties.is_none()
+        && !root.additional_properties_any
+        && bare_metadata
+        && transition_rules_hold_when_unchanged(root)
+}
+
+/// Whether every transition rule under `node` is `self == oldSelf` (or `oldSelf == self`),
+/// which holds on an unchanged value (JSON has no NaN), and none is `optionalOldSelf`.
+fn transition_rules_hold_when_unchanged(node: &Node) -> bool {
+    let holds = |rule: &cel::CompiledRule| {
+        if !rule.uses_old_self {
+            return true;
+        }
+        let text: String = rule.rule.split_whitespace().collect();
+        !rule.optional_old_self && (text == "self==oldSelf" || text == "oldSelf==self")
+    };
+    let children = [&node.additional_properties, &node.items];
+    node.rules.iter().all(holds)
+        && node
+            .properties
+            .values()
+            .all(transition_rules_hold_when_unchanged)
+        && children
+            .into_iter()
+            .flatten()
+            .all(|child| transition_rules_hold_when_unchanged(child))
+        && node
+            .all_of
+            .iter()
+            .chain(&node.any_of)
+            .chain(&node.one_of)
+            .chain(node.not.as_deref())
+            .all(transition_rules_hold_when_unchanged)
 }
 
 fn cel_walk(

@@ -52,6 +52,16 @@ pub(crate) fn prune_resource(object: &mut Value, root: &Node) -> Vec<String> {
     meta_unknown
 }
 
+/// Prunes the keys of the root's `metadata` that ObjectMeta does not have (the first step
+/// of [`prune_resource`]).
+pub(crate) fn prune_root_metadata(object: &mut Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if let Some(meta) = object.get_mut("metadata") {
+        prune_object_meta(meta, "metadata", &mut unknown);
+    }
+    unknown
+}
+
 /// Prunes a value against a sub-schema (for checking `default`s at CRD registration).
 pub(crate) fn prune_value(value: &mut Value, node: &Node) -> Vec<String> {
     let mut unknown = Vec::new();

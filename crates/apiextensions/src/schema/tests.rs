@@ -490,3 +490,44 @@ fn value_validations_must_name_structural_fields() {
         ]
     );
 }
+
+#[test]
+fn metadata_only_updates_pass_unless_something_reads_metadata_or_a_transition_rule_may_fail() {
+    let spec_with = |rule: Value| {
+        json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"a": {"type": "string", "x-kubernetes-validations": [rule]}}
+        }}})
+    };
+    let passing = [
+        json!({"type": "object", "properties": {"spec": {"type": "object"}}}),
+        json!({"type": "object", "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}}}),
+        spec_with(json!({"rule": "self == oldSelf", "message": "immutable"})),
+        spec_with(json!({"rule": "oldSelf  ==  self"})),
+        spec_with(json!({"rule": "self.size() < 5"})),
+    ];
+    for raw in passing {
+        assert!(schema(raw.clone()).passes_metadata_only_updates(), "{raw}");
+    }
+    let reading = [
+        json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.metadata.name.size() < 9"}],
+               "properties": {"spec": {"type": "object"}}}),
+        json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 9}}}}}),
+        spec_with(json!({"rule": "self >= oldSelf"})),
+        spec_with(
+            json!({"rule": "!oldSelf.hasValue() || self == oldSelf.value()", "optionalOldSelf": true}),
+        ),
+    ];
+    for raw in reading {
+        assert!(!schema(raw.clone()).passes_metadata_only_updates(), "{raw}");
+    }
+}
+
+#[test]
+fn prune_metadata_drops_only_unknown_object_meta_keys() {
+    let s = node_schema();
+    let mut o = json!({"metadata": {"name": "n", "bogus": 1}, "spec": {"junk": 1}});
+    assert_eq!(s.prune_metadata(&mut o), ["metadata.bogus"]);
+    assert_eq!(o, json!({"metadata": {"name": "n"}, "spec": {"junk": 1}}));
+}

@@ -25,6 +25,9 @@ use apimachinery::patch::{check_merge_patch, json_patch, merge_patch};
 pub enum Outcome {
     /// Store this object.
     Store(Value),
+    /// Store this object, which differs from the current one in `metadata` only (so
+    /// keeps its [`StoredObject::schema_mark`]).
+    StoreMetadata(Value),
     /// Remove the object (its last finalizer went away); the DELETED event shows this
     /// final state when given.
     Remove,
@@ -130,6 +133,7 @@ pub async fn create_object(
         WriteKind::Body
     };
     let warnings = prepare::schema_pass(res, &mut object, None, validation, write)?;
+    let schema_mark = schema_mark_of(res);
     if &*res.storage == CRD_STORAGE {
         crd::on_write(&mut object)?;
         crd::on_create(&mut object);
@@ -178,6 +182,7 @@ pub async fn create_object(
             Op::Put(attempt),
             Expect::Absent,
             Some(res),
+            schema_mark,
         ) {
             // A generated name that collides is generated again, as the real server retries.
             Err(WriteError::Exists) if generated.is_some() && attempts < 8 => {
@@ -256,9 +261,17 @@ where
             .get(&res.storage, key)
             .ok_or_else(|| ApiError::not_found(&res.group, &res.plural, &key.1))?;
         let outcome = mutation(&current)?;
+        let mut schema_mark = 0;
         let op = match outcome {
             Outcome::Unchanged => return Ok(current),
-            Outcome::Store(v) => Op::Put(v),
+            Outcome::Store(v) => {
+                schema_mark = via.map_or(0, |res| schema_mark_of(res));
+                Op::Put(v)
+            }
+            Outcome::StoreMetadata(v) => {
+                schema_mark = current.schema_mark;
+                Op::Put(v)
+            }
             Outcome::Remove => Op::Delete(None),
             Outcome::RemoveAs(v) => Op::Delete(Some(v)),
         };
@@ -271,10 +284,14 @@ where
                 .map(Arc::new)
                 .ok_or_else(|| ApiError::internal("encode"));
         }
-        match app
-            .store
-            .write_via(&res.storage, key, op, Expect::Rv(current.rv), via)
-        {
+        match app.store.write_via(
+            &res.storage,
+            key,
+            op,
+            Expect::Rv(current.rv),
+            via,
+            schema_mark,
+        ) {
             Ok(mut written) => {
                 written.wait_durable().await;
                 app.after_write(&written.change);
@@ -287,10 +304,20 @@ where
     Err(ApiError::stale(&res.group, &res.plural, &key.1))
 }
 
+/// The mark an object written through `res` after its schema pass carries.
+fn schema_mark_of(res: &Resource) -> u32 {
+    res.schema
+        .as_deref()
+        .map_or(0, crate::schema::CrdSchema::mark)
+}
+
 /// The common tail of updates: schema, managed fields, finalization, no-op detection.
+/// `old_mark` is the stored object's [`StoredObject::schema_mark`].
+#[allow(clippy::too_many_arguments)] // the update's parts, each used once
 fn finish(
     res: &Resource,
     old: &Value,
+    old_mark: u32,
     mut new: Value,
     req: &Req,
     sub: Option<&str>,
@@ -302,7 +329,7 @@ fn finish(
         crd::on_write(&mut new)?;
     }
     let validation = FieldValidation::from_param(req.params.field_validation.as_deref());
-    *warnings = prepare::schema_pass(res, &mut new, Some(old), validation, write)?;
+    *warnings = prepare::schema_pass(res, &mut new, Some((old, old_mark)), validation, write)?;
     if !old["metadata"]["deletionTimestamp"].is_null()
         && new["metadata"]["finalizers"].is_null()
         && !blocks_namespace(res, &new)
@@ -395,6 +422,7 @@ pub async fn update(
         let outcome = finish(
             res,
             &events::stored(res, old),
+            current.schema_mark,
             events::stored(res, new),
             req,
             sub,
@@ -569,6 +597,7 @@ pub async fn patch(
         let outcome = finish(
             res,
             &events::stored(res, old),
+            current.schema_mark,
             events::stored(res, new),
             req,
             sub,

@@ -131,14 +131,15 @@ pub async fn delete(
                 meta.insert("generation".into(), json!(generation));
             }
         }
+        removed = false;
         if res.group.is_empty() && res.plural == "namespaces" {
             if !value["status"].is_object() {
                 value["status"] = json!({});
             }
             value["status"]["phase"] = json!("Terminating");
+            return Ok(Outcome::Store(value));
         }
-        removed = false;
-        Ok(Outcome::Store(value))
+        Ok(Outcome::StoreMetadata(value))
     })
     .await?;
     Ok(if removed {

@@ -108,7 +108,7 @@ async fn edit(
         if current.deleting && value["metadata"]["finalizers"].is_null() && !spec_held {
             return Ok(Outcome::RemoveAs(value));
         }
-        Ok(Outcome::Store(value))
+        Ok(Outcome::StoreMetadata(value))
     })
     .await;
     match result {

@@ -484,13 +484,24 @@ impl FieldValidation {
 /// Schema work: a custom resource's defaults, pruning and validation; a built-in kind's
 /// decoding through its type ([`crate::schema::typed_pass`]).
 ///
+/// `old` is the stored object on update, with its
+/// [`crate::store::StoredObject::schema_mark`]. An update that changes nothing but
+/// `metadata` of content this very schema made (same mark) has only its metadata pruned:
+/// defaulting and pruning the rest would change nothing, and validation, which ratchets
+/// every unchanged value as kube-apiserver does (CRDValidationRatcheting, on by default
+/// since 1.30), would find nothing, when the schema lets nothing read `metadata` and has
+/// no transition rule that could fail on an unchanged value
+/// ([`crate::schema::CrdSchema::passes_metadata_only_updates`]). A write through another
+/// schema (another served version, or the CRD changed since) gets the whole pass, whose
+/// validation ratchets unchanged values too.
+///
 /// # Errors
 /// 400 BadRequest for unknown fields under Strict (as the real server); 422 Invalid for
 /// schema violations; for built-in kinds, what [`crate::schema::typed_pass`] says.
 pub fn schema_pass(
     res: &Resource,
     object: &mut Value,
-    old: Option<&Value>,
+    old: Option<(&Value, u32)>,
     validation: FieldValidation,
     write: WriteKind,
 ) -> ApiResult<Vec<String>> {
@@ -500,12 +511,48 @@ pub fn schema_pass(
     let Some(schema) = &res.schema else {
         return Ok(Vec::new());
     };
+    let content_made_here = old.is_some_and(|(old, mark)| {
+        mark == schema.mark() && schema.passes_metadata_only_updates() && content_equal(old, object)
+    });
+    if content_made_here {
+        let pruned = schema.prune_metadata(object);
+        return unknown_field_warnings(&pruned, validation);
+    }
+    let old = old.map(|(old, _)| old);
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
     schema.apply_defaults(object);
     let pruned = schema.prune(object);
+    let warnings = unknown_field_warnings(&pruned, validation)?;
+    let causes: Vec<Cause> = schema.validate(object, old);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
+    }
+    Ok(warnings)
+}
+
+/// Whether everything but `metadata` is equal.
+fn content_equal(old: &Value, new: &Value) -> bool {
+    old.is_object()
+        && new.is_object()
+        && members_equal(
+            old,
+            new,
+            |key| key == "metadata",
+            |_, before, after| before == after,
+        )
+}
+
+/// What the pruned unknown fields make of a write: a 400 under Strict, warnings under Warn.
+///
+/// # Errors
+/// 400 BadRequest under Strict when any field was pruned.
+fn unknown_field_warnings(
+    pruned: &[String],
+    validation: FieldValidation,
+) -> ApiResult<Vec<String>> {
     let mut warnings = Vec::new();
     if !pruned.is_empty() {
         match validation {
@@ -524,10 +571,6 @@ pub fn schema_pass(
             }
             FieldValidation::Ignore => {}
         }
-    }
-    let causes: Vec<Cause> = schema.validate(object, old);
-    if !causes.is_empty() {
-        return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
     }
     Ok(warnings)
 }
@@ -599,17 +642,27 @@ mod tests {
 
     /// The resource a minimal CRD serves, as the registry makes it when one is applied.
     fn custom(has_status: bool) -> Resource {
+        custom_with(has_status, None)
+    }
+
+    /// As [`custom`], with an `openAPIV3Schema`.
+    fn custom_with(has_status: bool, schema: Option<Value>) -> Resource {
         let subresources = if has_status {
             json!({"status": {}})
         } else {
             json!({})
         };
+        let mut version =
+            json!({"name": "v1", "served": true, "storage": true, "subresources": subresources});
+        if let Some(schema) = schema {
+            version["schema"] = json!({"openAPIV3Schema": schema});
+        }
         let crd = json!({
             "spec": {
                 "group": "x.io",
                 "names": {"plural": "things", "kind": "Thing"},
                 "scope": "Namespaced",
-                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": subresources}]
+                "versions": [version]
             }
         });
         let mut resources = crate::registry::resources_of_crd(&crd).unwrap();
@@ -640,5 +693,122 @@ mod tests {
             &json!(1),
             &json!({"metadata": {}})
         ));
+    }
+
+    /// A Thing schema: `spec.size` at most 10 and carrying `size_rules`, `spec.mode`
+    /// defaulted.
+    fn sized(size_rules: Value) -> Resource {
+        custom_with(
+            true,
+            Some(json!({"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {
+                    "size": {"type": "integer", "maximum": 10, "x-kubernetes-validations": size_rules},
+                    "mode": {"type": "string", "default": "Auto"}
+                }},
+                "status": {"type": "object", "properties": {"phase": {"type": "string"}}}
+            }})),
+        )
+    }
+
+    fn thing(size: i64) -> Value {
+        json!({
+            "apiVersion": "x.io/v1",
+            "kind": "Thing",
+            "metadata": {"name": "a", "namespace": "d"},
+            "spec": {"size": size, "mode": "Auto"}
+        })
+    }
+
+    fn finalized(object: &Value) -> Value {
+        let mut new = object.clone();
+        new["metadata"]["finalizers"] = json!(["x.io/f"]);
+        new
+    }
+
+    #[test]
+    fn a_metadata_only_update_of_content_this_schema_made_only_prunes_metadata() {
+        let res = sized(json!([{"rule": "self > oldSelf", "message": "size only grows"}]));
+        let schema = res.schema.clone().unwrap();
+        let mark = schema.mark();
+        // Content this schema refuses, as if it had made it (it never does): shows that the
+        // content is not walked again.
+        let mut old = thing(50);
+        old["spec"].as_object_mut().unwrap().remove("mode");
+        let mut new = finalized(&old);
+        new["metadata"]["bogus"] = json!(1);
+        let pass = |new: &mut Value, mark: u32, validation| {
+            schema_pass(&res, new, Some((&old, mark)), validation, WriteKind::Patch)
+        };
+        assert!(
+            !schema.passes_metadata_only_updates(),
+            "a transition rule other than self == oldSelf"
+        );
+        let refused = pass(&mut new.clone(), mark, FieldValidation::Warn).unwrap_err();
+        assert_eq!(
+            refused.code, 422,
+            "transition rules are never ratcheted: {refused:?}"
+        );
+
+        let res = sized(json!([{"rule": "self == oldSelf", "message": "immutable"}]));
+        let schema = res.schema.clone().unwrap();
+        assert!(schema.passes_metadata_only_updates());
+        let pass = |new: &mut Value, mark: u32, validation| {
+            schema_pass(&res, new, Some((&old, mark)), validation, WriteKind::Patch)
+        };
+        let mut skipped = new.clone();
+        let warnings = pass(&mut skipped, schema.mark(), FieldValidation::Warn).unwrap();
+        assert_eq!(warnings, ["unknown field \"metadata.bogus\""]);
+        assert_eq!(
+            skipped,
+            finalized(&old),
+            "metadata pruned, content not walked"
+        );
+        let strict = pass(&mut new.clone(), schema.mark(), FieldValidation::Strict).unwrap_err();
+        assert_eq!(strict.code, 400, "{strict:?}");
+
+        // Content another schema made (0: unknown) gets the whole pass: defaults, and a
+        // validation that ratchets the unchanged size.
+        let mut whole = finalized(&old);
+        assert!(
+            pass(&mut whole, 0, FieldValidation::Strict)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(whole["spec"]["mode"], "Auto");
+        assert_eq!(whole["spec"]["size"], 50);
+
+        // Changed content gets the whole pass too: a changed invalid value is refused.
+        let mut bigger = finalized(&old);
+        bigger["spec"]["size"] = json!(60);
+        let refused = pass(&mut bigger, schema.mark(), FieldValidation::Warn).unwrap_err();
+        assert_eq!(refused.code, 422, "{refused:?}");
+        let mut status = finalized(&old);
+        status["status"] = json!({"phase": 3});
+        let refused = pass(&mut status, schema.mark(), FieldValidation::Warn).unwrap_err();
+        assert_eq!(refused.code, 422, "{refused:?}");
+    }
+
+    #[test]
+    fn a_schema_rule_on_the_root_sees_metadata_so_metadata_only_updates_are_judged() {
+        let res = custom_with(
+            false,
+            Some(json!({"type": "object",
+                "x-kubernetes-validations": [{"rule": "!has(self.metadata.generateName) || self.metadata.generateName.size() < 3"}],
+                "properties": {"spec": {"type": "object"}}})),
+        );
+        let schema = res.schema.clone().unwrap();
+        assert!(!schema.passes_metadata_only_updates());
+        let old = thing(1);
+        let mut new = old.clone();
+        new["metadata"]["generateName"] = json!("long-");
+        let refused = schema_pass(
+            &res,
+            &mut new,
+            Some((&old, schema.mark())),
+            FieldValidation::Warn,
+            WriteKind::Patch,
+        )
+        .unwrap_err();
+        assert_eq!(refused.code, 422, "{refused:?}");
     }
 }

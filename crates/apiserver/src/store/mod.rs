@@ -491,11 +491,12 @@ impl Store {
         op: Op,
         expect: Expect,
     ) -> Result<Written, WriteError> {
-        self.write_via(storage, key, op, expect, None)
+        self.write_via(storage, key, op, expect, None, 0)
     }
 
     /// As [`Self::write`], for a put whose object the schema pass of `via` (the served
-    /// resource it was written through) defaulted.
+    /// resource it was written through) defaulted, and whose content outside metadata
+    /// the schema marked `schema_mark` made ([`StoredObject::schema_mark`], 0 when unknown).
     ///
     /// # Errors
     /// [`WriteError`] when the expectation fails.
@@ -506,6 +507,7 @@ impl Store {
         op: Op,
         expect: Expect,
         via: Option<&Arc<Resource>>,
+        schema_mark: u32,
     ) -> Result<Written, WriteError> {
         let put = matches!(op, Op::Put(_));
         let mut state = self.state.lock();
@@ -520,7 +522,9 @@ impl Store {
         let (change, stored) = match op {
             Op::Put(mut value) => {
                 object::set_rv(&mut value, rv);
-                let stored = Arc::new(StoredObject::new(&value, rv).ok_or(WriteError::Encode)?);
+                let mut stored = StoredObject::new(&value, rv).ok_or(WriteError::Encode)?;
+                stored.schema_mark = schema_mark;
+                let stored = Arc::new(stored);
                 let change = if current.is_some() {
                     ChangeType::Modified
                 } else {

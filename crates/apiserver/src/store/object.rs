@@ -69,6 +69,10 @@ pub struct StoredObject {
     pub rv: u64,
     /// Whether deletionTimestamp is set.
     pub deleting: bool,
+    /// The [`crate::schema::CrdSchema::mark`] of the schema whose pass (defaults, pruning,
+    /// validation) made everything of the object but `metadata`, or 0 when unknown (a
+    /// built-in kind, an object read back from disk, a write outside the request path).
+    pub schema_mark: u32,
     /// Where namespace, name and uid start in `json`, and their lengths (unless
     /// `extra.ids` holds them); apart, so no padding grows the struct.
     id_at: [u32; 3],
@@ -124,6 +128,7 @@ impl StoredObject {
             json,
             rv,
             deleting: !meta["deletionTimestamp"].is_null(),
+            schema_mark: 0,
             id_at: ids.map(|span| span.at),
             id_len: ids.map(|span| span.len),
             extra,

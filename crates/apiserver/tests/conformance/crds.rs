@@ -170,3 +170,89 @@ async fn r3_29_deleting_a_crd_deletes_its_instances_first() {
     .await;
     get(&server, WIDGETS).await.assert_status(404, "NotFound");
 }
+
+/// The object the last write of Widget `name` stored, as stored (no read defaults).
+fn last_stored_widget(server: &apiserver::testing::TestServer, name: &str) -> Value {
+    server
+        .history()
+        .into_iter()
+        .rev()
+        .find(|entry| entry.resource.ends_with("/widgets") && entry.name == name)
+        .map(|entry| entry.object())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn r3_35_unchanged_values_ratchet_after_a_schema_change() {
+    let server = widget_server().await;
+    create_widget(&server, "w", &json!({"size": 50, "colour": "red"})).await;
+    let path = format!("{WIDGETS}/w");
+    // Metadata-only writes of content the schema in force made.
+    merge_patch(
+        &server,
+        &path,
+        &json!({"metadata": {"finalizers": ["x.io/keep"]}}),
+    )
+    .await
+    .ok(200);
+    merge_patch(&server, &path, &json!({"metadata": {"labels": {"a": "1"}}}))
+        .await
+        .ok(200);
+
+    // The schema tightens size, makes colour immutable and defaults a new field.
+    let mut crd = get(&server, WIDGET_CRD).await.body;
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    spec["size"]["maximum"] = json!(10);
+    spec["colour"]["x-kubernetes-validations"] =
+        json!([{"rule": "self == oldSelf", "message": "colour is immutable"}]);
+    spec["shape"] = json!({"type": "string", "default": "round"});
+    put(&server, WIDGET_CRD, &crd).await.ok(200);
+    eventually("the new schema is in force", || async {
+        get(&server, &path).await.body["spec"]["shape"] == "round"
+    })
+    .await;
+    assert!(
+        last_stored_widget(&server, "w")["spec"]
+            .get("shape")
+            .is_none(),
+        "stored before the change"
+    );
+
+    // Writes that leave size as it was pass (twice: the second one's content is the new
+    // schema's), and store the new default.
+    for labels in [json!({"a": "2"}), json!({"a": "3"})] {
+        merge_patch(&server, &path, &json!({"metadata": {"labels": labels}}))
+            .await
+            .ok(200);
+        let stored = last_stored_widget(&server, "w");
+        assert_eq!(stored["metadata"]["labels"], labels, "{stored}");
+        assert_eq!(stored["spec"]["shape"], "round", "{stored}");
+        assert_eq!(stored["spec"]["size"], 50, "{stored}");
+    }
+
+    // A change of the invalid value is refused; so is a change of the immutable colour.
+    let bigger = merge_patch(&server, &path, &json!({"spec": {"size": 60}})).await;
+    assert_eq!(bigger.code, 422, "{}", bigger.body);
+    assert_eq!(bigger.body["details"]["causes"][0]["field"], "spec.size");
+    let recoloured = merge_patch(&server, &path, &json!({"spec": {"colour": "blue"}})).await;
+    assert_eq!(recoloured.code, 422, "{}", recoloured.body);
+    assert!(
+        recoloured.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("colour is immutable")),
+        "{}",
+        recoloured.body
+    );
+    // A valid change of size passes; the immutable colour, unchanged, does not stop it.
+    let smaller = merge_patch(&server, &path, &json!({"spec": {"size": 5}})).await;
+    assert_eq!(smaller.ok(200)["spec"]["size"], 5);
+
+    // The deletion (a metadata write while the finalizer holds) and the finalizer's
+    // removal pass.
+    delete(&server, &path, &Value::Null).await.ok(200);
+    drop_finalizers(&server, &path).await;
+    eventually("the widget is gone", || async {
+        get(&server, &path).await.code == 404
+    })
+    .await;
+}
