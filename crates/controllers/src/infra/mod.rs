@@ -183,7 +183,8 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         .vanished
         .note(&namespace, cached.iter().map(Arc::as_ref));
     let mut contracts = marked_as_own_deletes_left_them(cached, &state.own.deletes, ctx.now());
-    let unreadable = read_unseen(&state, &namespace, &infra, &mut contracts).await;
+    let mut gone = Vec::new();
+    let unreadable = read_unseen(&state, &namespace, &infra, &mut contracts, &mut gone).await;
     let mut plan = decide_from(&state, &infra, &contracts, &unreadable, false);
     let infra = if plan.confirm_infra {
         match confirm(ctx, &namespace, &infra).await {
@@ -203,6 +204,9 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
         infra
     };
     pace_status(&state, &infra, &mut plan);
+    if plan.status.is_some() {
+        state.vanished.forget(&namespace, &gone);
+    }
     // spec.record: the AtprotoRecord goes after every contract and before the
     // finalizer (the Infra delete order, docs/infra-lifecycle.md).
     let existing_record = record::observe(ctx, &state.records, &infra, plan.finalized).await?;
@@ -370,12 +374,14 @@ fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 /// whose read failed: one failed read must not stop the reconcile, or a long
 /// list under steady API errors never shrinks (the status that shortens it is
 /// written by this very reconcile). One the cache showed being deleted and
-/// no longer holds is gone without a read ([`vanished`]).
+/// no longer holds is gone without a read ([`vanished`]): it is pushed to
+/// `gone`, forgotten once a status is written.
 async fn read_unseen(
     state: &Reconciler,
     namespace: &str,
     infra: &Infra,
     contracts: &mut Vec<Arc<ComputeContract>>,
+    gone: &mut Vec<String>,
 ) -> BTreeSet<String> {
     let api: Api<ComputeContract> = Api::namespaced(state.ctx.client.clone(), namespace);
     let mut unreadable = BTreeSet::new();
@@ -384,7 +390,8 @@ async fn read_unseen(
             .contracts
             .get(&ObjectRef::new(&name).within(namespace))
             .is_some();
-        if !in_store && state.vanished.take_gone(namespace, &name) {
+        if !in_store && state.vanished.is_gone(namespace, &name) {
+            gone.push(name);
             continue;
         }
         match api.get_opt(&name).await {

@@ -18,10 +18,11 @@
 //!   deletes a contract only once it saw it Released, and the contract may be
 //!   gone before any reconcile sees its deletionTimestamp.
 //! - The record keeps the uid seen; a contract of the same name seen again
-//!   neither Released nor deleted (a new object) removes it. A name is taken
-//!   once ([`Vanished::take_gone`]): the reconcile that takes it writes the
-//!   status without it or creates it anew, and a later lag behind that
-//!   create is read directly again.
+//!   neither Released nor deleted (a new object) removes it. A name found
+//!   gone ([`Vanished::is_gone`]) stays recorded until a reconcile writes the
+//!   status without it or with it created anew ([`Vanished::forget`]): a
+//!   status the pace holds back still lists it, and is not read again; a
+//!   later lag behind a new create is read directly.
 //! - Past [`MOST_NAMES`] the record starts over: forgetting costs one read,
 //!   never a wrong answer.
 
@@ -77,9 +78,22 @@ impl Vanished {
     }
 
     /// Whether the contract `name`, which the cache no longer holds, was seen
-    /// there Released or being deleted (so it is gone); forgets it.
-    pub fn take_gone(&self, namespace: &str, name: &str) -> bool {
-        self.lock().remove(&key(namespace, name)).is_some()
+    /// there Released or being deleted (so it is gone). It stays recorded
+    /// until [`Vanished::forget`]: a status held back by the pace still
+    /// lists it, and the next reconcile must not read it either.
+    #[must_use]
+    pub fn is_gone(&self, namespace: &str, name: &str) -> bool {
+        self.lock().contains_key(&key(namespace, name))
+    }
+
+    /// Forgets `names` (of `namespace`): the status that no longer lists
+    /// them (or lists them created anew) is being written, and a later miss
+    /// (a lag behind a new create) is read directly.
+    pub fn forget<'a>(&self, namespace: &str, names: impl IntoIterator<Item = &'a String>) {
+        let mut deleting = self.lock();
+        for name in names {
+            deleting.remove(&key(namespace, name));
+        }
     }
 }
 
@@ -112,16 +126,21 @@ mod tests {
     fn a_contract_seen_being_deleted_then_missing_is_gone_without_a_read() {
         let vanished = Vanished::default();
         vanished.note("ns", &[cached("a", "a-1", true), cached("b", "b-1", false)]);
-        assert!(vanished.take_gone("ns", "a"), "seen deleting: gone, no GET");
+        assert!(vanished.is_gone("ns", "a"), "seen deleting: gone, no GET");
         assert!(
-            !vanished.take_gone("ns", "a"),
-            "taken once: a later miss (a lag behind its new create) is read"
+            vanished.is_gone("ns", "a"),
+            "a status the pace held back still lists it: still gone, no GET"
+        );
+        vanished.forget("ns", &["a".to_owned()]);
+        assert!(
+            !vanished.is_gone("ns", "a"),
+            "once the status is written: a later miss (a lag behind its new create) is read"
         );
         assert!(
-            !vanished.take_gone("ns", "b"),
+            !vanished.is_gone("ns", "b"),
             "never seen deleting: the cache may lag its create, read it"
         );
-        assert!(!vanished.take_gone("other", "a"), "another namespace");
+        assert!(!vanished.is_gone("other", "a"), "another namespace");
     }
 
     #[test]
@@ -130,7 +149,7 @@ mod tests {
         // reconcile saw the deletionTimestamp.
         let vanished = Vanished::default();
         vanished.note("ns", &[released("a", "a-1")]);
-        assert!(vanished.take_gone("ns", "a"));
+        assert!(vanished.is_gone("ns", "a"));
     }
 
     #[test]
@@ -138,6 +157,6 @@ mod tests {
         let vanished = Vanished::default();
         vanished.note("ns", &[cached("a", "a-1", true)]);
         vanished.note("ns", &[cached("a", "a-2", false)]);
-        assert!(!vanished.take_gone("ns", "a"));
+        assert!(!vanished.is_gone("ns", "a"));
     }
 }
