@@ -26,6 +26,7 @@ pub mod claims;
 pub mod conditions;
 pub mod decide;
 pub mod events;
+pub mod finalized;
 pub mod objects;
 pub mod problems;
 pub mod record;
@@ -80,6 +81,8 @@ struct Reconciler {
     pace: crate::status_pace::StatusPace,
     /// Contracts the cache showed being deleted: once gone from it, not read again.
     vanished: vanished::Vanished,
+    /// Infras whose finalizer it removed: their cached copy is not finalized again.
+    finalized: finalized::Finalized,
     ready: CacheReadiness,
 }
 
@@ -127,6 +130,7 @@ pub fn controller(
         own: OwnWrites::default(),
         pace: crate::status_pace::StatusPace::default(),
         vanished: vanished::Vanished::default(),
+        finalized: finalized::Finalized::default(),
         ready: caches.readiness(),
     });
     reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
@@ -159,6 +163,14 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     state.ready.wait().await;
     let ctx = &state.ctx;
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
+    if state
+        .finalized
+        .is_done(infra.as_ref(), INFRA_RELEASE_FINALIZER)
+    {
+        // Its finalizer is removed and the Infra gone; the cache has not
+        // heard yet. Its DELETED event drops it.
+        return Ok(Action::await_change());
+    }
     if state.own.statuses.is_behind(infra.as_ref()) {
         // Its own last status write replaced this copy: deciding from it
         // would write that status again (a 409). That write's event wakes it.
@@ -228,7 +240,11 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     }
 
     let api: Api<Infra> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, INFRA_RELEASE_FINALIZER, infra, |event| async {
+    // With a deletionTimestamp, the finalizer is there and the plan is
+    // finalized: the helper removes the finalizer once the cleanup is Ok.
+    let removes_finalizer = infra.metadata.deletion_timestamp.is_some() && has_finalizer;
+    let decided_from = Arc::clone(&infra);
+    let outcome = finalizer(&api, INFRA_RELEASE_FINALIZER, infra, |event| async {
         match event {
             FinalizerEvent::Apply(infra) | FinalizerEvent::Cleanup(infra) => {
                 act_all(ctx, &state.own, &infra, &plan, &record_plan).await?;
@@ -236,8 +252,11 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
             }
         }
     })
-    .await
-    .or_else(|source| match source {
+    .await;
+    if removes_finalizer && outcome.is_ok() {
+        state.finalized.record(decided_from.as_ref());
+    }
+    outcome.or_else(|source| match source {
         // The cache was behind: an earlier reconcile already removed the
         // finalizer and the Infra is gone. Nothing is left to do.
         FinalizerError::RemoveFinalizer(kube::Error::Api(status)) if status.code == 404 => {
