@@ -40,5 +40,5 @@ pub use jsonpath::{
     JsonPathError, PrinterColumnPath, human_duration, parse_printer_column_path,
     printer_column_cell, printer_column_value,
 };
-pub use schema::{ListType, StructuralSchema};
+pub use schema::{ListType, StructuralSchema, UpdatePass};
 pub use table::PrinterColumns;

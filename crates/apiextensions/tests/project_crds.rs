@@ -120,3 +120,23 @@ fn requester_market_rule_compiles_and_passes_with_one_market() {
         ]
     );
 }
+
+#[test]
+fn every_project_crd_but_the_clusters_root_rule_lets_an_update_walk_only_what_changed() {
+    for (file, crd) in &crds() {
+        let versions = crd["spec"]["versions"].as_array().expect("versions");
+        for i in 0..versions.len() {
+            let schema = StructuralSchema::from_value(schema_of(crd, i)).unwrap();
+            // The Cluster's root rule reads metadata.name, so its writes are walked whole.
+            let expected = !file.ends_with("clusters.socialweb.computer.yaml");
+            assert_eq!(schema.passes_metadata_only_updates(), expected, "{file}");
+            let old = json!({"metadata": {"name": "n"}});
+            let mut new = json!({"metadata": {"name": "n", "finalizers": ["f"]}});
+            assert_eq!(
+                schema.update_pass(&mut new, &old).is_some(),
+                expected,
+                "{file}"
+            );
+        }
+    }
+}

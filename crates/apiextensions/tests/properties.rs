@@ -202,3 +202,55 @@ proptest! {
         prop_assert!(unchanged.is_empty(), "{unchanged:?}");
     }
 }
+
+/// The whole pass of an update: defaults, pruning, then validation against `old`.
+fn whole_pass(s: &StructuralSchema, object: &mut Value, old: &Value) -> (Vec<String>, String) {
+    s.apply_defaults(object);
+    let pruned = s.prune(object);
+    (pruned, format!("{:?}", s.validate(object, Some(old))))
+}
+
+proptest! {
+    #[test]
+    fn an_update_pass_walking_only_changed_fields_answers_as_the_whole_pass(
+        spec_schema in any_schema(),
+        status_schema in any_schema(),
+        old in any_json(),
+        replacement in any_json(),
+        change in 0..5usize,
+    ) {
+        let s = StructuralSchema::from_value(&json!({"type": "object", "properties": {
+            "spec": spec_schema, "status": status_schema}}))
+            .expect("generated schemas are structural");
+        prop_assert!(s.passes_metadata_only_updates());
+        // Content this schema made: its defaults and pruning settled.
+        let mut old = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
+            "spec": old.clone(), "status": old});
+        for _ in 0..3 {
+            s.apply_defaults(&mut old);
+            s.prune(&mut old);
+        }
+        let mut settled = old.clone();
+        s.apply_defaults(&mut settled);
+        prop_assume!(s.prune(&mut settled).is_empty() && settled == old);
+        let mut new = old.clone();
+        new["metadata"]["labels"] = json!({"a": "b"});
+        new["metadata"]["junk"] = json!(1);
+        match change {
+            0 => new["spec"] = replacement,
+            1 => new["status"] = replacement,
+            2 => {
+                new.as_object_mut().unwrap().remove("spec");
+            }
+            3 => new["extra"] = replacement,
+            _ => {}
+        }
+        let mut whole = new.clone();
+        let (pruned, errors) = whole_pass(&s, &mut whole, &old);
+        let mut keyed = new;
+        let pass = s.update_pass(&mut keyed, &old).expect("the schema allows it");
+        prop_assert_eq!(&keyed, &whole);
+        prop_assert_eq!(pass.pruned, pruned);
+        prop_assert_eq!(format!("{:?}", pass.errors), errors);
+    }
+}

@@ -64,9 +64,17 @@ impl CrdSchema {
         self.schema.passes_metadata_only_updates()
     }
 
-    /// Drops the keys of `metadata` that ObjectMeta does not have; returns their paths.
-    pub fn prune_metadata(&self, object: &mut Value) -> Vec<String> {
-        self.schema.prune_metadata(object)
+    /// Defaults, prunes and validates an update of `old`, content this schema made, walking
+    /// only the top-level fields that changed ([`StructuralSchema::update_pass`]): the
+    /// pruned paths and the causes; None when the whole object must be walked.
+    pub fn update_pass(
+        &self,
+        object: &mut Value,
+        old: &Value,
+    ) -> Option<(Vec<String>, Vec<Cause>)> {
+        self.schema
+            .update_pass(object, old)
+            .map(|pass| (pass.pruned, causes(&pass.errors)))
     }
 
     /// The raw `openAPIV3Schema` (for OpenAPI publishing).

@@ -51,6 +51,25 @@ pub(crate) fn apply(value: &mut Value, node: &Node) {
     }
 }
 
+/// As [`apply`] on an object whose `node` has no `additionalProperties`, for its keys
+/// `keys` only.
+pub(crate) fn apply_keys(value: &mut Value, node: &Node, keys: &[String]) {
+    let Value::Object(map) = value else { return };
+    for key in keys {
+        let Some(prop) = node.properties.get(key) else {
+            continue;
+        };
+        if let Some(default) = &prop.default
+            && map.get(key).is_none_or(|v| is_non_nullable_null(v, prop))
+        {
+            map.insert(key.clone(), default.clone());
+        }
+        if let Some(child) = map.get_mut(key) {
+            apply(child, prop);
+        }
+    }
+}
+
 /// Checks every `default` at CRD registration like the real server
 /// (`schema/defaulting/validation.go`): it must not have unknown fields and must validate
 /// against its own schema, CEL rules included. Defaults inside the root `metadata` are left

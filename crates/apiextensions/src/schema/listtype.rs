@@ -30,6 +30,23 @@ pub(crate) fn validate_object(
     }
 }
 
+/// As [`validate_object`] at the root, whose node has no `additionalProperties`, for the
+/// keys `keys` only.
+pub(crate) fn validate_keys(
+    node: &Node,
+    object: &Map<String, Value>,
+    keys: &[String],
+    errors: &mut Vec<FieldError>,
+) {
+    for (key, value) in object {
+        if keys.contains(key)
+            && let Some(prop) = node.properties.get(key)
+        {
+            validate_any(prop, key, value, errors);
+        }
+    }
+}
+
 fn validate_any(node: &Node, path: &str, value: &Value, errors: &mut Vec<FieldError>) {
     match value {
         Value::Array(items) => validate_array(node, path, items, errors),

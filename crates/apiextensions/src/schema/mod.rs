@@ -40,6 +40,17 @@ pub struct StructuralSchema {
     root: Arc<Node>,
     has_rules: bool,
     metadata_only_updates_pass: bool,
+    /// [`StructuralSchema::update_pass`] applies.
+    keyed_updates: bool,
+}
+
+/// What [`StructuralSchema::update_pass`] found.
+#[derive(Debug, Clone, Default)]
+pub struct UpdatePass {
+    /// The paths of the unknown fields removed, as [`StructuralSchema::prune`] returns them.
+    pub pruned: Vec<String>,
+    /// The field errors, as [`StructuralSchema::validate`] returns them.
+    pub errors: Vec<FieldError>,
 }
 
 /// Field error types that stop CEL rules from running (`hasBlockingErr` in the CR strategy).
@@ -97,10 +108,14 @@ impl StructuralSchema {
         }
         let has_rules = has_rules(&root);
         let metadata_only_updates_pass = metadata_only_updates_pass(&root);
+        let keyed_updates = metadata_only_updates_pass
+            && !root.preserve_unknown_fields
+            && root.enumeration.is_none();
         Ok(Self {
             root: Arc::new(root),
             has_rules,
             metadata_only_updates_pass,
+            keyed_updates,
         })
     }
 
@@ -195,6 +210,95 @@ impl StructuralSchema {
     #[must_use]
     pub fn passes_metadata_only_updates(&self) -> bool {
         self.metadata_only_updates_pass
+    }
+
+    /// Defaulting, pruning and validation of an update, `old` being the stored object that
+    /// this schema made (defaulted, pruned and validated): the top-level fields equal to
+    /// `old`'s are not walked, and `metadata` is only pruned. The answer is what
+    /// [`Self::apply_defaults`], [`Self::prune`] and [`Self::validate`] with `old` would
+    /// give: on an unchanged field defaulting and pruning change nothing and validation,
+    /// which ratchets, finds nothing, when [`Self::passes_metadata_only_updates`] holds (no
+    /// rule on the root, which sees every field; transition rules on unchanged values
+    /// hold). A changed field is walked whole, its rules seeing its old value.
+    ///
+    /// None (walk the whole object) when that does not hold, when the root keeps unknown
+    /// fields or has an `enum`, or when either value is not an object.
+    pub fn update_pass(&self, object: &mut Value, old: &Value) -> Option<UpdatePass> {
+        if !self.keyed_updates {
+            return None;
+        }
+        let (Value::Object(new_map), Value::Object(old_map)) = (&*object, old) else {
+            return None;
+        };
+        let changed: Vec<String> = new_map
+            .iter()
+            .filter(|(key, value)| *key != "metadata" && old_map.get(*key) != Some(*value))
+            .map(|(key, _)| key.clone())
+            .chain(
+                old_map
+                    .keys()
+                    .filter(|key| *key != "metadata" && !new_map.contains_key(*key))
+                    .cloned(),
+            )
+            .collect();
+        defaults::apply_keys(object, &self.root, &changed);
+        let pruned = prune::prune_resource_keys(object, &self.root, &changed);
+        let errors = if changed.is_empty() {
+            Vec::new()
+        } else {
+            self.validate_keys(object, old, &changed)
+        };
+        Some(UpdatePass { pruned, errors })
+    }
+
+    /// [`Self::validate`] of an update whose top-level fields other than `changed` are
+    /// `old`'s, which this schema made (see [`Self::update_pass`]).
+    fn validate_keys(&self, object: &Value, old: &Value, changed: &[String]) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        // The root's own checks run (its value changed); an unchanged field returns at its
+        // ratcheting compare.
+        validate::validate_value(&self.root, "", object, Some(old), &mut errors);
+        let Value::Object(map) = object else {
+            return errors;
+        };
+        let changed_fields = || map.iter().filter(|(key, _)| changed.contains(key));
+        for (key, child) in changed_fields() {
+            if let Some(prop) = self.root.properties.get(key) {
+                embedded::validate(prop, key, child, &mut errors);
+            }
+        }
+        let mut list_errors = Vec::new();
+        listtype::validate_keys(&self.root, map, changed, &mut list_errors);
+        // List errors count only when the old object had none (anywhere, as in validate).
+        if !list_errors.is_empty()
+            && let Value::Object(old_map) = old
+        {
+            let mut old_errors = Vec::new();
+            listtype::validate_object(&self.root, "", old_map, &mut old_errors);
+            if old_errors.is_empty() {
+                errors.append(&mut list_errors);
+            }
+        }
+        if self.has_rules {
+            if errors.iter().any(|e| BLOCKING.contains(&e.kind)) {
+                errors.push(FieldError::invalid(
+                    "<nil>",
+                    BadValue::Json(&Value::Null),
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                ));
+            } else {
+                // The root has no rules; an unchanged field's would find nothing.
+                cel::with_context(|ctx| {
+                    for (key, child) in changed_fields() {
+                        if let Some(prop) = self.root.properties.get(key) {
+                            let old_child = old_property(Some(old), key);
+                            cel_walk(ctx, prop, key, child, old_child, false, &mut errors);
+                        }
+                    }
+                });
+            }
+        }
+        errors
     }
 
     /// Removes the keys of the root's `metadata` that ObjectMeta does not have, as

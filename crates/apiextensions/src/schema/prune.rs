@@ -62,6 +62,41 @@ pub(crate) fn prune_root_metadata(object: &mut Value) -> Vec<String> {
     unknown
 }
 
+/// As [`prune_resource`] for a root without `x-kubernetes-preserve-unknown-fields` or
+/// `additionalProperties`, below the top-level keys `keys` only (and `metadata`).
+pub(crate) fn prune_resource_keys(object: &mut Value, root: &Node, keys: &[String]) -> Vec<String> {
+    let mut meta_unknown = prune_root_metadata(object);
+    let Value::Object(map) = object else {
+        return meta_unknown;
+    };
+    let mut unknown = Vec::new();
+    for key in keys {
+        if META_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        if let Some(prop) = root.properties.get(key) {
+            if let Some(v) = map.get_mut(key) {
+                prune(v, Some(prop), key, false, &mut unknown);
+            }
+        } else if map.remove(key).is_some() {
+            unknown.push(key.clone());
+        }
+    }
+    unknown.sort();
+    for key in keys {
+        let child = root.child(key);
+        let drop = child.is_some_and(|c| !c.nullable && c.default.is_none())
+            && map.get(key).is_some_and(Value::is_null);
+        if drop {
+            map.remove(key);
+        } else if let Some(v) = map.get_mut(key) {
+            prune_nulls(v, child);
+        }
+    }
+    meta_unknown.extend(unknown);
+    meta_unknown
+}
+
 /// Prunes a value against a sub-schema (for checking `default`s at CRD registration).
 pub(crate) fn prune_value(value: &mut Value, node: &Node) -> Vec<String> {
     let mut unknown = Vec::new();

@@ -485,15 +485,16 @@ impl FieldValidation {
 /// decoding through its type ([`crate::schema::typed_pass`]).
 ///
 /// `old` is the stored object on update, with its
-/// [`crate::store::StoredObject::schema_mark`]. An update that changes nothing but
-/// `metadata` of content this very schema made (same mark) has only its metadata pruned:
-/// defaulting and pruning the rest would change nothing, and validation, which ratchets
-/// every unchanged value as kube-apiserver does (CRDValidationRatcheting, on by default
-/// since 1.30), would find nothing, when the schema lets nothing read `metadata` and has
-/// no transition rule that could fail on an unchanged value
-/// ([`crate::schema::CrdSchema::passes_metadata_only_updates`]). A write through another
-/// schema (another served version, or the CRD changed since) gets the whole pass, whose
-/// validation ratchets unchanged values too.
+/// [`crate::store::StoredObject::schema_mark`]. An update of content this very schema
+/// made (same mark) walks only the top-level fields that changed (`status` for a status
+/// write, none but `metadata`'s pruning for a finalizer): defaulting and pruning an
+/// unchanged field would change nothing, and validation, which ratchets every unchanged
+/// value as kube-apiserver does (CRDValidationRatcheting, on by default since 1.30),
+/// would find nothing there, when no rule reads across fields from the root and no
+/// transition rule could fail on an unchanged value
+/// ([`crate::schema::CrdSchema::update_pass`]). A write through another schema (another
+/// served version, or the CRD changed since) gets the whole pass, whose validation
+/// ratchets unchanged values too.
 ///
 /// # Errors
 /// 400 BadRequest for unknown fields under Strict (as the real server); 422 Invalid for
@@ -511,18 +512,21 @@ pub fn schema_pass(
     let Some(schema) = &res.schema else {
         return Ok(Vec::new());
     };
-    let content_made_here = old.is_some_and(|(old, mark)| {
-        mark == schema.mark() && schema.passes_metadata_only_updates() && content_equal(old, object)
-    });
-    if content_made_here {
-        let pruned = schema.prune_metadata(object);
-        return unknown_field_warnings(&pruned, validation);
-    }
-    let old = old.map(|(old, _)| old);
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
+    if let Some((old, mark)) = old
+        && mark == schema.mark()
+        && let Some((pruned, causes)) = schema.update_pass(object, old)
+    {
+        let warnings = unknown_field_warnings(&pruned, validation)?;
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
+        }
+        return Ok(warnings);
+    }
+    let old = old.map(|(old, _)| old);
     schema.apply_defaults(object);
     let pruned = schema.prune(object);
     let warnings = unknown_field_warnings(&pruned, validation)?;
@@ -531,18 +535,6 @@ pub fn schema_pass(
         return Err(ApiError::invalid(&res.group, &res.kind, &name, causes));
     }
     Ok(warnings)
-}
-
-/// Whether everything but `metadata` is equal.
-fn content_equal(old: &Value, new: &Value) -> bool {
-    old.is_object()
-        && new.is_object()
-        && members_equal(
-            old,
-            new,
-            |key| key == "metadata",
-            |_, before, after| before == after,
-        )
 }
 
 /// What the pruned unknown fields make of a write: a 400 under Strict, warnings under Warn.
@@ -776,6 +768,17 @@ mod tests {
         );
         assert_eq!(whole["spec"]["mode"], "Auto");
         assert_eq!(whole["spec"]["size"], 50);
+
+        // A status write walks status only: the spec, this schema's (as the mark says), is
+        // not defaulted again.
+        let mut status_only = finalized(&old);
+        status_only["status"] = json!({"phase": "Up"});
+        assert!(
+            pass(&mut status_only, schema.mark(), FieldValidation::Strict)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(status_only["spec"].get("mode").is_none(), "{status_only}");
 
         // Changed content gets the whole pass too: a changed invalid value is refused.
         let mut bigger = finalized(&old);
