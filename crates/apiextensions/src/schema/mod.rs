@@ -177,18 +177,8 @@ impl StructuralSchema {
                 listtype::validate_object(&self.root, "", map, &mut errors);
             }
         }
-        if self.has_rules {
-            if errors.iter().any(|e| BLOCKING.contains(&e.kind)) {
-                errors.push(FieldError::invalid(
-                    "<nil>",
-                    BadValue::Json(&Value::Null),
-                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-                ));
-            } else {
-                cel::with_context(|ctx| {
-                    cel_walk(ctx, &self.root, "", object, old, false, &mut errors)
-                });
-            }
+        if self.has_rules && !rules_blocked(&mut errors) {
+            cel::with_context(|ctx| cel_walk(ctx, &self.root, "", object, old, false, &mut errors));
         }
         errors
     }
@@ -279,24 +269,16 @@ impl StructuralSchema {
                 errors.append(&mut list_errors);
             }
         }
-        if self.has_rules {
-            if errors.iter().any(|e| BLOCKING.contains(&e.kind)) {
-                errors.push(FieldError::invalid(
-                    "<nil>",
-                    BadValue::Json(&Value::Null),
-                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-                ));
-            } else {
-                // The root has no rules; an unchanged field's would find nothing.
-                cel::with_context(|ctx| {
-                    for (key, child) in changed_fields() {
-                        if let Some(prop) = self.root.properties.get(key) {
-                            let old_child = old_property(Some(old), key);
-                            cel_walk(ctx, prop, key, child, old_child, false, &mut errors);
-                        }
+        if self.has_rules && !rules_blocked(&mut errors) {
+            // The root has no rules; an unchanged field's would find nothing.
+            cel::with_context(|ctx| {
+                for (key, child) in changed_fields() {
+                    if let Some(prop) = self.root.properties.get(key) {
+                        let old_child = old_property(Some(old), key);
+                        cel_walk(ctx, prop, key, child, old_child, false, &mut errors);
                     }
-                });
-            }
+                }
+            });
         }
         errors
     }
@@ -354,6 +336,20 @@ fn has_rules(node: &Node) -> bool {
         || node.properties.values().any(has_rules)
         || node.additional_properties.as_deref().is_some_and(has_rules)
         || node.items.as_deref().is_some_and(has_rules)
+}
+
+/// Whether `errors` hold one that stops CEL rules (`hasBlockingErr` in the CR
+/// strategy); if so, adds the note kube-apiserver gives that the rules were not checked.
+fn rules_blocked(errors: &mut Vec<FieldError>) -> bool {
+    let blocked = errors.iter().any(|e| BLOCKING.contains(&e.kind));
+    if blocked {
+        errors.push(FieldError::invalid(
+            "<nil>",
+            BadValue::Json(&Value::Null),
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        ));
+    }
+    blocked
 }
 
 /// See [`StructuralSchema::passes_metadata_only_updates`].
