@@ -139,6 +139,13 @@ fn is_gone(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
+/// How many writes of one group (a Cluster's claims' finalizers, its join
+/// Secrets, an Infra's contract applies or deletes) one reconcile has in
+/// flight at once: enough that a group of ten is not ten round trips in a
+/// row, few enough that one reconcile does not crowd out the others'
+/// requests on the server.
+pub const WRITES_AT_ONCE: usize = 8;
+
 /// Server-side applies `object` (its spec and metadata; never its status)
 /// under `manager`, forced: these fields are the controller's alone.
 ///

@@ -14,6 +14,8 @@
 //!   that runs before the cache shows it does not send it again (a 409).
 //! - At most one status write (only when decide found a change), guarded by
 //!   the resourceVersion of the Infra it was decided from.
+//! - The applies (and releases) go out together, then the deletes together,
+//!   at most [`write::WRITES_AT_ONCE`] in flight; the status goes after both.
 //! - A failed write does not stop the others: every write of the plan is
 //!   tried and the status is written too, so steady API errors slow the
 //!   work down but never stop it. The first error is returned (the reconcile
@@ -24,6 +26,7 @@
 
 use super::IDENTITY;
 use api::{ComputeContract, Infra};
+use futures::{StreamExt, stream};
 use kube::{Resource, ResourceExt};
 
 use super::decide::InfraPlan;
@@ -55,9 +58,23 @@ async fn write(
 ) -> Result<()> {
     let client = &ctx.client;
     let mut first_error = None;
-    for contract in plan.apply.iter().chain(&plan.release) {
+    // The applies go out together, then the deletes together (at most
+    // WRITES_AT_ONCE in flight): a Cluster of ten new nodes waited on ten
+    // applies in a row before its last contract existed. The futures are
+    // made before the stream (not by a closure in it): a closure over
+    // borrowed items makes the reconcile's future fail the higher-ranked
+    // Send check.
+    let contracts: Vec<&ComputeContract> = plan.apply.iter().chain(&plan.release).collect();
+    let applies: Vec<_> = (contracts.iter())
+        .map(|contract| write::apply(client, IDENTITY.manager, *contract))
+        .collect();
+    let applied: Vec<Result<ComputeContract>> = stream::iter(applies)
+        .buffered(write::WRITES_AT_ONCE)
+        .collect()
+        .await;
+    for (contract, outcome) in contracts.into_iter().zip(applied) {
         let name = contract.name_any();
-        match write::apply(client, IDENTITY.manager, contract).await {
+        match outcome {
             Ok(applied) => {
                 own.applies
                     .wrote(plan.read_versions.get(&name).map(String::as_str), &applied);
@@ -68,15 +85,24 @@ async fn write(
             }
         }
     }
-    for deletion in &plan.delete {
-        let seen = Seen {
+    let seen: Vec<Seen> = (plan.delete.iter())
+        .map(|deletion| Seen {
             namespace: namespace.to_owned(),
             name: deletion.name.clone(),
             uid: deletion.uid.clone(),
             resource_version: deletion.resource_version.clone(),
             finalizers: Vec::new(),
-        };
-        match write::delete::<ComputeContract>(client, &seen).await {
+        })
+        .collect();
+    let deletes: Vec<_> = (seen.iter())
+        .map(|seen| write::delete::<ComputeContract>(client, seen))
+        .collect();
+    let deleted: Vec<Result<write::Deleted<ComputeContract>>> = stream::iter(deletes)
+        .buffered(write::WRITES_AT_ONCE)
+        .collect()
+        .await;
+    for (deletion, outcome) in plan.delete.iter().zip(deleted) {
+        match outcome {
             Ok(deleted) => {
                 tracing::debug!(contract = %deletion.name, "deleted Released ComputeContract");
                 if let write::Deleted::Marked(marked) = &deleted {

@@ -22,7 +22,7 @@
 //!   Secret deleted is recorded in [`DeletedSecrets`](super::deleted::DeletedSecrets) and not deleted again
 //!   while the cache catches up.
 //! - The writes of one group (the claims' finalizers, the join Secrets) go
-//!   out together, at most [`WRITES_AT_ONCE`] at a time; the groups go in the
+//!   out together, at most [`write::WRITES_AT_ONCE`] at a time; the groups go in the
 //!   order above, each once the one before is done.
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
@@ -49,10 +49,6 @@ use crate::write::{self, Finalizers, Seen};
 
 /// The field manager of every write of this reconciler.
 const MANAGER: &str = super::IDENTITY.manager;
-
-/// How many writes of one group (the claims' finalizers, the join Secrets)
-/// one reconcile has in flight at once.
-const WRITES_AT_ONCE: usize = 8;
 
 /// Performs `plan` for the claims in `claims` (used for Events); records in
 /// `awaited` the claims it wrote Failed and the join Secrets it created or
@@ -113,7 +109,7 @@ pub async fn act(
         .map(|change| patch_claim_metadata(ctx, change))
         .collect();
     let claims_written: Vec<Option<NodeClaim>> = stream::iter(patches)
-        .buffered(WRITES_AT_ONCE)
+        .buffered(write::WRITES_AT_ONCE)
         .try_collect()
         .await?;
     let mut a_claim_is_gone = false;
@@ -133,7 +129,7 @@ pub async fn act(
         .map(|desired| write_join_secret(ctx, key, awaited, desired))
         .collect();
     stream::iter(secrets)
-        .buffered(WRITES_AT_ONCE)
+        .buffered(write::WRITES_AT_ONCE)
         .try_collect::<Vec<()>>()
         .await?;
     match &plan.infra {
