@@ -1,8 +1,11 @@
 //! `metadata.managedFields` entries: decoding, identity and the real server's order.
 
+use std::cmp::Ordering;
+
 use serde_json::{Map, Value};
 
 use super::fieldset::FieldSet;
+use super::stored::{self, Entry};
 
 /// Operation name of server-side apply entries.
 pub const APPLY: &str = "Apply";
@@ -112,34 +115,19 @@ pub fn decode(object: &Value) -> Vec<ManagedEntry> {
 /// Writes entries into `metadata.managedFields` in the real server's order (Apply before
 /// Update, then by time, manager, apiVersion, subresource), dropping entries that own
 /// nothing; removes the member when none is left.
-pub fn encode(object: &mut Value, mut entries: Vec<ManagedEntry>) {
-    entries.retain(|entry| !entry.fields.is_empty());
-    entries.sort_by(|a, b| {
-        a.operation
-            .cmp(&b.operation)
-            .then_with(|| a.time.cmp(&b.time))
-            .then_with(|| a.manager.cmp(&b.manager))
-            .then_with(|| a.api_version.cmp(&b.api_version))
-            .then_with(|| a.subresource.cmp(&b.subresource))
-    });
-    let Value::Object(members) = object else {
-        return;
-    };
-    if entries.is_empty() {
-        if let Some(Value::Object(metadata)) = members.get_mut("metadata") {
-            metadata.remove("managedFields");
-        }
-        return;
-    }
-    let metadata = members
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(metadata) = metadata {
-        metadata.insert(
-            "managedFields".into(),
-            Value::Array(entries.iter().map(ManagedEntry::to_json).collect()),
-        );
-    }
+pub fn encode(object: &mut Value, entries: Vec<ManagedEntry>) {
+    stored::encode(object, entries.into_iter().map(Entry::decoded).collect());
+}
+
+/// The real server's order of entries: Apply before Update, then by time, manager,
+/// apiVersion, subresource.
+pub(super) fn order(a: &ManagedEntry, b: &ManagedEntry) -> Ordering {
+    a.operation
+        .cmp(&b.operation)
+        .then_with(|| a.time.cmp(&b.time))
+        .then_with(|| a.manager.cmp(&b.manager))
+        .then_with(|| a.api_version.cmp(&b.api_version))
+        .then_with(|| a.subresource.cmp(&b.subresource))
 }
 
 /// The object without `metadata.managedFields`.

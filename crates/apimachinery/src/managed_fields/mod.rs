@@ -27,6 +27,7 @@ mod apply;
 mod entries;
 pub mod fieldset;
 mod openapi;
+mod stored;
 mod update;
 mod walk;
 
@@ -143,5 +144,7 @@ fn conflict_message(conflicts: &[Conflict]) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_stored;
 #[cfg(test)]
 mod tests_update;

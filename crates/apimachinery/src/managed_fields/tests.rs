@@ -362,7 +362,7 @@ fn leaf() -> impl Strategy<Value = Value> {
     ]
 }
 
-fn spec() -> impl Strategy<Value = Value> {
+pub(super) fn spec() -> impl Strategy<Value = Value> {
     let contract = (
         prop_oneof![Just("a"), Just("b"), Just("c")],
         proptest::option::of(leaf()),

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use super::SchemaTypes;
 use super::entries::{self, ManagedEntry, UPDATE};
+use super::stored::{self, Entry};
 use super::walk::{self, Schema};
 
 /// Records an Update-type write (create, replace, merge patch, JSON patch) in `new`'s
@@ -25,15 +26,43 @@ pub fn update(
     types: &dyn SchemaTypes,
     now: &str,
 ) {
+    update_keeping(old, new, manager, subresource, types, now, true);
+}
+
+/// [`update`], keeping the stored entries the write does not touch as stored when
+/// `keep_untouched` (always, but in the tests that hold its answer to re-encoding them).
+pub(super) fn update_keeping(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: Option<&str>,
+    types: &dyn SchemaTypes,
+    now: &str,
+    keep_untouched: bool,
+) {
     let schema = Schema::new(types);
     let sent = new
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .filter(|list| !list.is_empty() && subresource.is_none())
-        .map(|list| list.iter().map(ManagedEntry::from_json).collect::<Vec<_>>());
+        .map(|list| {
+            list.iter()
+                .map(|entry| Entry::decoded(ManagedEntry::from_json(entry)))
+                .collect::<Vec<_>>()
+        });
+    // Stored entries the write does not touch are kept as stored (`stored`), not
+    // decoded and re-encoded.
     let mut managers = match sent {
         Some(sent) => sent,
-        None => old.map(entries::decode).unwrap_or_default(),
+        None if keep_untouched => old.map(stored::decode).unwrap_or_default(),
+        None => old
+            .map(|old| {
+                entries::decode(old)
+                    .into_iter()
+                    .map(Entry::decoded)
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     // The comparison never looks at metadata.managedFields (an untracked path), so the
     // objects are compared as they are, with no copy of either without that member.
@@ -44,8 +73,7 @@ pub fn update(
     let comparison = walk::compare(old.unwrap_or(&nothing), new, &schema);
     let changed = comparison.added.union(&comparison.modified);
     for entry in &mut managers {
-        entry.fields.remove_all(&changed);
-        entry.fields.remove_all(&comparison.removed);
+        entry.remove_all(&changed, &comparison.removed);
     }
     if !changed.is_empty() {
         let own = ManagedEntry {
@@ -62,11 +90,12 @@ pub fn update(
         };
         match managers.iter_mut().find(|entry| entry.same_identity(&own)) {
             Some(entry) => {
+                let entry = entry.decoded_mut();
                 entry.fields = entry.fields.union(&own.fields);
                 entry.time = own.time;
             }
-            None => managers.push(own),
+            None => managers.push(Entry::decoded(own)),
         }
     }
-    entries::encode(new, managers);
+    stored::encode(new, managers);
 }

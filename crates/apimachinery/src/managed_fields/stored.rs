@@ -1,0 +1,238 @@
+//! Stored `metadata.managedFields` entries that a write leaves untouched, kept as the
+//! JSON they were stored as instead of decoded into a [`FieldSet`] and re-encoded
+//! (plan 0016 C3: decoding and re-encoding every entry on every write was about 9 % of
+//! the API server's samples, and a status write by one manager touches no other
+//! manager's entry).
+//!
+//! An entry is kept only when its stored JSON is exactly what [`ManagedEntry::to_json`]
+//! would write for it (every entry this crate encodes is), so keeping it answers what
+//! decoding and re-encoding it would; any other entry is decoded as before. Whether a
+//! kept entry owns a path is read from its FieldsV1 tree in place: a node owns its path
+//! when it is `{}` or carries `"."`, which is how [`FieldSet::from_fields_v1`] reads it.
+
+use serde_json::{Map, Value};
+
+use super::entries::{self, ManagedEntry};
+use super::fieldset::{Element, FieldSet};
+
+/// One managedFields entry during a write: kept as stored, or decoded.
+#[derive(Debug)]
+pub(super) struct Entry<'a> {
+    /// The stored entry, while it is kept: in [`ManagedEntry::to_json`]'s form, owning
+    /// at least one field and none that the write changed or removed so far. `decoded`
+    /// then holds its names and time but not its fields.
+    kept: Option<&'a Value>,
+    /// The entry itself once decoded (sent by the client, not in the canonical form,
+    /// touched by the write, or the writer's own).
+    decoded: ManagedEntry,
+}
+
+impl<'a> Entry<'a> {
+    /// The stored entry, kept as it is when it is in the canonical form.
+    pub(super) fn from_stored(entry: &'a Value) -> Self {
+        if !is_canonical(entry) {
+            return Self::decoded(ManagedEntry::from_json(entry));
+        }
+        let text = |name: &str| {
+            entry
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        Self {
+            kept: Some(entry),
+            decoded: ManagedEntry {
+                manager: text("manager"),
+                operation: text("operation"),
+                api_version: text("apiVersion"),
+                subresource: text("subresource"),
+                time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
+                fields: FieldSet::new(),
+            },
+        }
+    }
+
+    /// An entry that is not kept as stored.
+    pub(super) fn decoded(entry: ManagedEntry) -> Self {
+        Self {
+            kept: None,
+            decoded: entry,
+        }
+    }
+
+    /// Drops the members of `changed` and of `removed` from the entry's fields; a kept
+    /// entry that owns none of them stays as stored.
+    pub(super) fn remove_all(&mut self, changed: &FieldSet, removed: &FieldSet) {
+        if let Some(entry) = self.kept {
+            let fields = &entry["fieldsV1"];
+            let touched = changed
+                .iter()
+                .chain(removed.iter())
+                .any(|path| owns(fields, path));
+            if !touched {
+                return;
+            }
+        }
+        let decoded = self.decoded_mut();
+        decoded.fields.remove_all(changed);
+        decoded.fields.remove_all(removed);
+    }
+
+    /// The entry decoded (a kept one is decoded now, and no longer kept).
+    pub(super) fn decoded_mut(&mut self) -> &mut ManagedEntry {
+        if let Some(entry) = self.kept.take() {
+            self.decoded.fields = FieldSet::from_fields_v1(&entry["fieldsV1"]);
+        }
+        &mut self.decoded
+    }
+
+    /// [`ManagedEntry::same_identity`]; names and time are there whether kept or not.
+    pub(super) fn same_identity(&self, other: &ManagedEntry) -> bool {
+        self.decoded.same_identity(other)
+    }
+
+    /// Whether the entry is still kept as stored.
+    #[cfg(test)]
+    pub(super) fn is_kept(&self) -> bool {
+        self.kept.is_some()
+    }
+
+    /// Whether the entry owns nothing (then it is not written).
+    fn is_empty(&self) -> bool {
+        self.kept.is_none() && self.decoded.fields.is_empty()
+    }
+
+    fn to_json(&self) -> Value {
+        match self.kept {
+            Some(entry) => entry.clone(),
+            None => self.decoded.to_json(),
+        }
+    }
+}
+
+/// The entries of a stored object's `metadata.managedFields` (none when absent).
+pub(super) fn decode(object: &Value) -> Vec<Entry<'_>> {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|entries| entries.iter().map(Entry::from_stored).collect())
+        .unwrap_or_default()
+}
+
+/// Writes entries into `metadata.managedFields` in the real server's order (Apply before
+/// Update, then by time, manager, apiVersion, subresource), dropping entries that own
+/// nothing; removes the member when none is left.
+pub(super) fn encode(object: &mut Value, mut entries: Vec<Entry<'_>>) {
+    entries.retain(|entry| !entry.is_empty());
+    entries.sort_by(|a, b| entries::order(&a.decoded, &b.decoded));
+    let Value::Object(members) = object else {
+        return;
+    };
+    if entries.is_empty() {
+        if let Some(Value::Object(metadata)) = members.get_mut("metadata") {
+            metadata.remove("managedFields");
+        }
+        return;
+    }
+    let metadata = members
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(metadata) = metadata {
+        metadata.insert(
+            "managedFields".into(),
+            Value::Array(entries.iter().map(Entry::to_json).collect()),
+        );
+    }
+}
+
+/// Whether the FieldsV1 tree `fields` has `path` as a member, as
+/// [`FieldSet::from_fields_v1`] would read it: the node at `path` is `{}` or carries `"."`.
+pub(super) fn owns(fields: &Value, path: &[Element]) -> bool {
+    if path.is_empty() {
+        return false;
+    }
+    let mut node = fields;
+    for element in path {
+        if element == "." {
+            return false;
+        }
+        match node.get(element.as_str()) {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
+    node.as_object()
+        .is_some_and(|children| children.is_empty() || children.contains_key("."))
+}
+
+/// Whether `entry` is exactly what [`ManagedEntry::to_json`] writes for the entry
+/// [`ManagedEntry::from_json`] reads from it, and owns something.
+pub(super) fn is_canonical(entry: &Value) -> bool {
+    let Value::Object(members) = entry else {
+        return false;
+    };
+    let text = |name: &str| members.get(name).and_then(Value::as_str);
+    members.keys().all(|name| {
+        matches!(
+            name.as_str(),
+            "apiVersion"
+                | "fieldsType"
+                | "fieldsV1"
+                | "manager"
+                | "operation"
+                | "subresource"
+                | "time"
+        )
+    }) && sorted(members)
+        && text("apiVersion").is_some()
+        && text("manager").is_some()
+        && text("operation").is_some()
+        && text("fieldsType") == Some("FieldsV1")
+        && members
+            .get("subresource")
+            .is_none_or(|subresource| subresource.as_str().is_some_and(|text| !text.is_empty()))
+        && members.get("time").is_none_or(Value::is_string)
+        && members.get("fieldsV1").is_some_and(canonical_root)
+}
+
+/// A FieldsV1 root as [`FieldSet::to_fields_v1`] renders a non-empty set: never a member
+/// itself, so no `"."`.
+fn canonical_root(fields: &Value) -> bool {
+    match fields {
+        Value::Object(children) => {
+            !children.is_empty()
+                && !children.contains_key(".")
+                && sorted(children)
+                && children.values().all(canonical_node)
+        }
+        _ => false,
+    }
+}
+
+/// A node below the root as rendered: `{}` (a member without members below it),
+/// `{".": {}, ...}` (a member with members below it) or `{...}` (a container only).
+fn canonical_node(node: &Value) -> bool {
+    let Value::Object(children) = node else {
+        return false;
+    };
+    let dot_ok = match children.get(".") {
+        None => true,
+        Some(dot) => dot.as_object().is_some_and(Map::is_empty) && children.len() > 1,
+    };
+    dot_ok
+        && sorted(children)
+        && children
+            .iter()
+            .filter(|(element, _)| element.as_str() != ".")
+            .all(|(_, child)| canonical_node(child))
+}
+
+/// Members in key order, as rendering writes them (always so with serde_json's default
+/// map; checked so that its `preserve_order` feature could not make a kept entry differ).
+fn sorted(members: &Map<String, Value>) -> bool {
+    members
+        .keys()
+        .zip(members.keys().skip(1))
+        .all(|(a, b)| a < b)
+}
