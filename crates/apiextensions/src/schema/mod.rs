@@ -188,7 +188,8 @@ impl StructuralSchema {
     /// rest of the object is the stored one that this schema defaulted, pruned and
     /// validated. Then [`Self::apply_defaults`] and [`Self::prune`] change nothing outside
     /// `metadata` and [`Self::validate`] finds nothing, so a server may skip them and only
-    /// [`Self::prune_metadata`].
+    /// prune `metadata`, which [`Self::update_pass`] does (with nothing else changed it
+    /// walks no other field).
     ///
     /// That holds when validation ratcheting (CRDValidationRatcheting, on by default since
     /// Kubernetes 1.30) passes every unchanged value and nothing of the schema reads
@@ -281,13 +282,6 @@ impl StructuralSchema {
             });
         }
         errors
-    }
-
-    /// Removes the keys of the root's `metadata` that ObjectMeta does not have, as
-    /// [`Self::prune`] does, and returns their paths (`metadata.foo`); the rest of the
-    /// object is left alone.
-    pub fn prune_metadata(&self, object: &mut Value) -> Vec<String> {
-        prune::prune_root_metadata(object)
     }
 
     /// `x-kubernetes-list-type` of the list at `path` (field names from the root; list

@@ -525,9 +525,12 @@ fn metadata_only_updates_pass_unless_something_reads_metadata_or_a_transition_ru
 }
 
 #[test]
-fn prune_metadata_drops_only_unknown_object_meta_keys() {
+fn a_metadata_only_update_pass_prunes_only_unknown_object_meta_keys() {
     let s = node_schema();
-    let mut o = json!({"metadata": {"name": "n", "bogus": 1}, "spec": {"junk": 1}});
-    assert_eq!(s.prune_metadata(&mut o), ["metadata.bogus"]);
-    assert_eq!(o, json!({"metadata": {"name": "n"}, "spec": {"junk": 1}}));
+    let old = json!({"metadata": {"name": "n"}, "spec": {"resources": {"cpus": 2}}});
+    let mut o = json!({"metadata": {"name": "n", "bogus": 1}, "spec": {"resources": {"cpus": 2}}});
+    let pass = s.update_pass(&mut o, &old).unwrap();
+    assert_eq!(pass.pruned, ["metadata.bogus"]);
+    assert!(pass.errors.is_empty(), "{:?}", pass.errors);
+    assert_eq!(o, old);
 }
