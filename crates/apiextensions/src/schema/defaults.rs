@@ -89,7 +89,7 @@ pub(crate) fn check(node: &Node, path: &str, inside_meta: bool, errors: &mut Vec
             ));
         }
         let mut found = Vec::new();
-        super::validate::validate_value(node, "", default, None, &mut found);
+        super::validate::validate_value(node, &super::path::Path::ROOT, default, None, &mut found);
         if found.is_empty() {
             super::cel::with_context(|ctx| {
                 super::cel::evaluate_rules(

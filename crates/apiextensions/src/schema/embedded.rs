@@ -5,10 +5,11 @@
 use serde_json::{Map, Value};
 
 use super::parse::Node;
+use super::path::Path;
 use crate::error::{BadValue, FieldError};
 
 /// Walks the object and validates every embedded resource below the root.
-pub(crate) fn validate(node: &Node, path: &str, value: &Value, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate(node: &Node, path: &Path<'_>, value: &Value, errors: &mut Vec<FieldError>) {
     match value {
         Value::Object(map) => {
             if node.embedded_resource {
@@ -16,21 +17,16 @@ pub(crate) fn validate(node: &Node, path: &str, value: &Value, errors: &mut Vec<
             }
             for (key, child) in map {
                 if let Some(prop) = node.properties.get(key) {
-                    let child_path = if path.is_empty() {
-                        key.clone()
-                    } else {
-                        format!("{path}.{key}")
-                    };
-                    validate(prop, &child_path, child, errors);
+                    validate(prop, &path.field(key), child, errors);
                 } else if let Some(values) = node.additional_properties.as_deref() {
-                    validate(values, &format!("{path}[{key}]"), child, errors);
+                    validate(values, &path.key(key), child, errors);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_node) = node.items.as_deref() {
                 for (i, item) in items.iter().enumerate() {
-                    validate(item_node, &format!("{path}[{i}]"), item, errors);
+                    validate(item_node, &path.index(i), item, errors);
                 }
             }
         }
@@ -38,16 +34,9 @@ pub(crate) fn validate(node: &Node, path: &str, value: &Value, errors: &mut Vec<
     }
 }
 
-fn validate_type_meta(path: &str, map: &Map<String, Value>, errors: &mut Vec<FieldError>) {
-    let child = |key: &str| {
-        if path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{path}.{key}")
-        }
-    };
+fn validate_type_meta(path: &Path<'_>, map: &Map<String, Value>, errors: &mut Vec<FieldError>) {
     for key in ["apiVersion", "kind"] {
-        let field = child(key);
+        let field = path.field(key).to_string();
         match map.get(key) {
             None => errors.push(FieldError::required(&field, "")),
             Some(Value::String(s)) if s.is_empty() => {

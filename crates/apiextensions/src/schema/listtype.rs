@@ -4,28 +4,24 @@
 use serde_json::{Map, Value};
 
 use super::parse::Node;
+use super::path::Path;
 use crate::error::{BadValue, FieldError};
 
 /// Validates every set and map list under an object at `path` (empty for the root).
 pub(crate) fn validate_object(
     node: &Node,
-    path: &str,
+    path: &Path<'_>,
     object: &Map<String, Value>,
     errors: &mut Vec<FieldError>,
 ) {
     if let Some(values) = node.additional_properties.as_deref() {
         for (key, value) in object {
-            validate_any(values, &format!("{path}[{key}]"), value, errors);
+            validate_any(values, &path.key(key), value, errors);
         }
     }
     for (key, value) in object {
         if let Some(prop) = node.properties.get(key) {
-            let child = if path.is_empty() {
-                key.clone()
-            } else {
-                format!("{path}.{key}")
-            };
-            validate_any(prop, &child, value, errors);
+            validate_any(prop, &path.field(key), value, errors);
         }
     }
 }
@@ -42,12 +38,12 @@ pub(crate) fn validate_keys(
         if keys.contains(key)
             && let Some(prop) = node.properties.get(key)
         {
-            validate_any(prop, key, value, errors);
+            validate_any(prop, &Path::Text(key), value, errors);
         }
     }
 }
 
-fn validate_any(node: &Node, path: &str, value: &Value, errors: &mut Vec<FieldError>) {
+fn validate_any(node: &Node, path: &Path<'_>, value: &Value, errors: &mut Vec<FieldError>) {
     match value {
         Value::Array(items) => validate_array(node, path, items, errors),
         Value::Object(object) => validate_object(node, path, object, errors),
@@ -55,12 +51,12 @@ fn validate_any(node: &Node, path: &str, value: &Value, errors: &mut Vec<FieldEr
     }
 }
 
-fn validate_array(node: &Node, path: &str, items: &[Value], errors: &mut Vec<FieldError>) {
+fn validate_array(node: &Node, path: &Path<'_>, items: &[Value], errors: &mut Vec<FieldError>) {
     match node.list_type.as_deref() {
         Some("set") => {
             for i in duplicate_indices(items.iter().cloned()) {
                 errors.push(FieldError::duplicate(
-                    &format!("{path}[{i}]"),
+                    &path.index(i).to_string(),
                     BadValue::Json(&items[i]),
                 ));
             }
@@ -70,19 +66,19 @@ fn validate_array(node: &Node, path: &str, items: &[Value], errors: &mut Vec<Fie
     }
     if let Some(item_node) = node.items.as_deref() {
         for (i, item) in items.iter().enumerate() {
-            validate_any(item_node, &format!("{path}[{i}]"), item, errors);
+            validate_any(item_node, &path.index(i), item, errors);
         }
     }
 }
 
-fn validate_map_list(node: &Node, path: &str, items: &[Value], errors: &mut Vec<FieldError>) {
+fn validate_map_list(node: &Node, path: &Path<'_>, items: &[Value], errors: &mut Vec<FieldError>) {
     if let Some((i, item)) = items
         .iter()
         .enumerate()
         .find(|(_, x)| !x.is_object() && !x.is_null())
     {
         errors.push(FieldError::invalid(
-            &format!("{path}[{i}]"),
+            &path.index(i).to_string(),
             BadValue::Json(item),
             "must be an object for an array of list-type map",
         ));
@@ -94,7 +90,7 @@ fn validate_map_list(node: &Node, path: &str, items: &[Value], errors: &mut Vec<
         .collect();
     for i in duplicate_indices(keys.iter().cloned()) {
         errors.push(FieldError::duplicate(
-            &format!("{path}[{i}]"),
+            &path.index(i).to_string(),
             BadValue::Json(&keys[i]),
         ));
     }

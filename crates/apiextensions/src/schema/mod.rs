@@ -11,6 +11,7 @@ mod extensions;
 mod formats;
 mod listtype;
 mod parse;
+mod path;
 mod prune;
 mod validate;
 
@@ -21,6 +22,7 @@ use serde_json::Value;
 use crate::error::{BadValue, FieldError, FieldErrorKind, SchemaError};
 use correlate::{old_item, old_property};
 use parse::{Node, Position};
+use path::Path;
 
 /// The list semantics server-side apply uses for a list (`x-kubernetes-list-type`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,11 +158,11 @@ impl StructuralSchema {
     #[must_use]
     pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        validate::validate_value(&self.root, "", object, old, &mut errors);
+        validate::validate_value(&self.root, &Path::ROOT, object, old, &mut errors);
         if let Value::Object(map) = object {
             for (key, child) in map {
                 if let Some(prop) = self.root.properties.get(key) {
-                    embedded::validate(prop, key, child, &mut errors);
+                    embedded::validate(prop, &Path::Text(key), child, &mut errors);
                 }
             }
         }
@@ -169,16 +171,26 @@ impl StructuralSchema {
                 None => true,
                 Some(old_map) => {
                     let mut old_errors = Vec::new();
-                    listtype::validate_object(&self.root, "", old_map, &mut old_errors);
+                    listtype::validate_object(&self.root, &Path::ROOT, old_map, &mut old_errors);
                     old_errors.is_empty()
                 }
             };
             if old_lists_ok {
-                listtype::validate_object(&self.root, "", map, &mut errors);
+                listtype::validate_object(&self.root, &Path::ROOT, map, &mut errors);
             }
         }
         if self.has_rules && !rules_blocked(&mut errors) {
-            cel::with_context(|ctx| cel_walk(ctx, &self.root, "", object, old, false, &mut errors));
+            cel::with_context(|ctx| {
+                cel_walk(
+                    ctx,
+                    &self.root,
+                    &Path::ROOT,
+                    object,
+                    old,
+                    false,
+                    &mut errors,
+                )
+            });
         }
         errors
     }
@@ -248,14 +260,14 @@ impl StructuralSchema {
         let mut errors = Vec::new();
         // The root's own checks run (its value changed); an unchanged field returns at its
         // ratcheting compare.
-        validate::validate_value(&self.root, "", object, Some(old), &mut errors);
+        validate::validate_value(&self.root, &Path::ROOT, object, Some(old), &mut errors);
         let Value::Object(map) = object else {
             return errors;
         };
         let changed_fields = || map.iter().filter(|(key, _)| changed.contains(key));
         for (key, child) in changed_fields() {
             if let Some(prop) = self.root.properties.get(key) {
-                embedded::validate(prop, key, child, &mut errors);
+                embedded::validate(prop, &Path::Text(key), child, &mut errors);
             }
         }
         let mut list_errors = Vec::new();
@@ -265,7 +277,7 @@ impl StructuralSchema {
             && let Value::Object(old_map) = old
         {
             let mut old_errors = Vec::new();
-            listtype::validate_object(&self.root, "", old_map, &mut old_errors);
+            listtype::validate_object(&self.root, &Path::ROOT, old_map, &mut old_errors);
             if old_errors.is_empty() {
                 errors.append(&mut list_errors);
             }
@@ -276,7 +288,15 @@ impl StructuralSchema {
                 for (key, child) in changed_fields() {
                     if let Some(prop) = self.root.properties.get(key) {
                         let old_child = old_property(Some(old), key);
-                        cel_walk(ctx, prop, key, child, old_child, false, &mut errors);
+                        cel_walk(
+                            ctx,
+                            prop,
+                            &Path::Text(key),
+                            child,
+                            old_child,
+                            false,
+                            &mut errors,
+                        );
                     }
                 }
             });
@@ -396,7 +416,7 @@ fn transition_rules_hold_when_unchanged(node: &Node) -> bool {
 fn cel_walk(
     ctx: &kube_cel::cel::Context<'_>,
     node: &Node,
-    path: &str,
+    path: &Path<'_>,
     value: &Value,
     old: Option<&Value>,
     parent_unchanged: bool,
@@ -410,23 +430,28 @@ fn cel_walk(
         Some(o) => o == value,
         None => parent_unchanged,
     };
-    cel::evaluate_rules(ctx, node, path, value, old, unchanged, errors);
+    if !node.rules.is_empty() {
+        cel::evaluate_rules(ctx, node, &path.to_string(), value, old, unchanged, errors);
+    }
     match value {
         Value::Object(map) => {
             for (key, child) in map {
                 let old_child = old_property(old, key);
                 if let Some(prop) = node.properties.get(key) {
-                    let child_path = if path.is_empty() {
-                        key.clone()
-                    } else {
-                        format!("{path}.{key}")
-                    };
-                    cel_walk(ctx, prop, &child_path, child, old_child, unchanged, errors);
+                    cel_walk(
+                        ctx,
+                        prop,
+                        &path.field(key),
+                        child,
+                        old_child,
+                        unchanged,
+                        errors,
+                    );
                 } else if let Some(values) = node.additional_properties.as_deref() {
                     cel_walk(
                         ctx,
                         values,
-                        &format!("{path}[{key}]"),
+                        &path.key(key),
                         child,
                         old_child,
                         unchanged,
@@ -442,7 +467,7 @@ fn cel_walk(
                     cel_walk(
                         ctx,
                         item_node,
-                        &format!("{path}[{i}]"),
+                        &path.index(i),
                         item,
                         old_child,
                         unchanged,
@@ -459,3 +484,5 @@ fn cel_walk(
 mod cel_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_paths;

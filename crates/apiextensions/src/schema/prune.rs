@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::parse::Node;
+use super::path::Path;
 
 /// The fields of `metav1.ObjectMeta`; anything else under an (embedded) resource's
 /// `metadata` is dropped.
@@ -29,23 +30,15 @@ const OBJECT_META_FIELDS: &[&str] = &[
 
 const META_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
 
-fn join_key(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
-        key.to_string()
-    } else {
-        format!("{parent}.{key}")
-    }
-}
-
 /// Prunes a whole resource (the root counts as an embedded resource) and returns the paths
 /// of removed unknown fields.
 pub(crate) fn prune_resource(object: &mut Value, root: &Node) -> Vec<String> {
     let mut meta_unknown = Vec::new();
     if let Some(meta) = object.get_mut("metadata") {
-        prune_object_meta(meta, "metadata", &mut meta_unknown);
+        prune_object_meta(meta, &Path::Text("metadata"), &mut meta_unknown);
     }
     let mut unknown = Vec::new();
-    prune(object, Some(root), "", true, &mut unknown);
+    prune(object, Some(root), &Path::ROOT, true, &mut unknown);
     unknown.sort();
     prune_nulls(object, Some(root));
     meta_unknown.extend(unknown);
@@ -57,7 +50,7 @@ pub(crate) fn prune_resource(object: &mut Value, root: &Node) -> Vec<String> {
 pub(crate) fn prune_root_metadata(object: &mut Value) -> Vec<String> {
     let mut unknown = Vec::new();
     if let Some(meta) = object.get_mut("metadata") {
-        prune_object_meta(meta, "metadata", &mut unknown);
+        prune_object_meta(meta, &Path::Text("metadata"), &mut unknown);
     }
     unknown
 }
@@ -76,7 +69,7 @@ pub(crate) fn prune_resource_keys(object: &mut Value, root: &Node, keys: &[Strin
         }
         if let Some(prop) = root.properties.get(key) {
             if let Some(v) = map.get_mut(key) {
-                prune(v, Some(prop), key, false, &mut unknown);
+                prune(v, Some(prop), &Path::Text(key), false, &mut unknown);
             }
         } else if map.remove(key).is_some() {
             unknown.push(key.clone());
@@ -100,11 +93,17 @@ pub(crate) fn prune_resource_keys(object: &mut Value, root: &Node, keys: &[Strin
 /// Prunes a value against a sub-schema (for checking `default`s at CRD registration).
 pub(crate) fn prune_value(value: &mut Value, node: &Node) -> Vec<String> {
     let mut unknown = Vec::new();
-    prune(value, Some(node), "", node.embedded_resource, &mut unknown);
+    prune(
+        value,
+        Some(node),
+        &Path::ROOT,
+        node.embedded_resource,
+        &mut unknown,
+    );
     unknown
 }
 
-fn prune_object_meta(meta: &mut Value, path: &str, unknown: &mut Vec<String>) {
+fn prune_object_meta(meta: &mut Value, path: &Path<'_>, unknown: &mut Vec<String>) {
     let Value::Object(map) = meta else { return };
     let mut removed: Vec<String> = map
         .keys()
@@ -121,7 +120,7 @@ fn prune_object_meta(meta: &mut Value, path: &str, unknown: &mut Vec<String>) {
 fn prune(
     value: &mut Value,
     node: Option<&Node>,
-    path: &str,
+    path: &Path<'_>,
     embedded_root: bool,
     unknown: &mut Vec<String>,
 ) {
@@ -135,8 +134,8 @@ fn prune(
         Value::Object(map) => {
             let Some(node) = node else {
                 let keys: Vec<String> = map.keys().cloned().collect();
-                for key in keys {
-                    unknown.push(join_key(path, &key));
+                for key in &keys {
+                    unknown.push(path.field(key).to_string());
                 }
                 map.clear();
                 return;
@@ -146,14 +145,14 @@ fn prune(
                 && !path.is_empty()
                 && let Some(meta) = map.get_mut("metadata")
             {
-                prune_object_meta(meta, &join_key(path, "metadata"), unknown);
+                prune_object_meta(meta, &path.field("metadata"), unknown);
             }
             prune_map(map, node, path, embedded, unknown, false);
         }
         Value::Array(items) => {
             let item_node = node.and_then(|n| n.items.as_deref());
             for (i, item) in items.iter_mut().enumerate() {
-                prune(item, item_node, &format!("{path}[{i}]"), false, unknown);
+                prune(item, item_node, &path.index(i), false, unknown);
             }
         }
         _ => {}
@@ -163,23 +162,23 @@ fn prune(
 fn prune_map(
     map: &mut Map<String, Value>,
     node: &Node,
-    path: &str,
+    path: &Path<'_>,
     embedded: bool,
     unknown: &mut Vec<String>,
     preserve: bool,
 ) {
     let keys: Vec<String> = map.keys().cloned().collect();
-    for key in keys {
+    for key in &keys {
         if embedded && META_FIELDS.contains(&key.as_str()) {
             continue;
         }
-        let child_path = join_key(path, &key);
-        if let Some(prop) = node.properties.get(&key) {
-            if let Some(v) = map.get_mut(&key) {
+        let child_path = path.field(key);
+        if let Some(prop) = node.properties.get(key) {
+            if let Some(v) = map.get_mut(key) {
                 prune(v, Some(prop), &child_path, false, unknown);
             }
         } else if node.is_map() {
-            if let Some(v) = map.get_mut(&key) {
+            if let Some(v) = map.get_mut(key) {
                 prune(
                     v,
                     node.additional_properties.as_deref(),
@@ -189,8 +188,8 @@ fn prune_map(
                 );
             }
         } else if !preserve {
-            map.remove(&key);
-            unknown.push(child_path);
+            map.remove(key);
+            unknown.push(child_path.to_string());
         }
     }
 }
@@ -199,7 +198,7 @@ fn prune_map(
 fn skip_prune(
     value: &mut Value,
     node: &Node,
-    path: &str,
+    path: &Path<'_>,
     embedded_root: bool,
     unknown: &mut Vec<String>,
 ) {
@@ -210,7 +209,7 @@ fn skip_prune(
                 && !path.is_empty()
                 && let Some(meta) = map.get_mut("metadata")
             {
-                prune_object_meta(meta, &join_key(path, "metadata"), unknown);
+                prune_object_meta(meta, &path.field("metadata"), unknown);
             }
             prune_map(map, node, path, embedded, unknown, true);
         }
@@ -219,7 +218,7 @@ fn skip_prune(
                 return;
             };
             for (i, item) in items.iter_mut().enumerate() {
-                skip_prune(item, item_node, &format!("{path}[{i}]"), false, unknown);
+                skip_prune(item, item_node, &path.index(i), false, unknown);
             }
         }
         _ => {}

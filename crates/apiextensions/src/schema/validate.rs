@@ -7,22 +7,17 @@ use serde_json::Value;
 use super::correlate::{old_item, old_property};
 use super::formats;
 use super::parse::Node;
+use super::path::Path;
 use crate::error::{BadValue, FieldError, go_float, go_number, go_quote};
 
-/// The field of an error whose kube-openapi name is `name` (`<nil>` for the root).
-fn field_of(name: &str) -> &str {
+/// The field of an error whose kube-openapi name is `name` (`<nil>` for the root),
+/// rendered only for an error.
+fn field_of(name: &Path<'_>) -> String {
+    let name = name.to_string();
     if name.is_empty() || name == "." {
-        "<nil>"
+        "<nil>".to_owned()
     } else {
-        name.trim_start_matches('.')
-    }
-}
-
-fn child_path(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
-        key.to_string()
-    } else {
-        format!("{parent}.{key}")
+        name.trim_start_matches('.').to_owned()
     }
 }
 
@@ -53,7 +48,7 @@ fn is_json_integer(value: &Value) -> bool {
 /// Validates `value` at `name` against `node`; `old` is the correlated old value on update.
 pub(crate) fn validate_value(
     node: &Node,
-    name: &str,
+    name: &Path<'_>,
     value: &Value,
     old: Option<&Value>,
     errors: &mut Vec<FieldError>,
@@ -80,7 +75,7 @@ pub(crate) fn validate_value(
     }
 }
 
-fn check_type(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldError>) {
+fn check_type(node: &Node, name: &Path<'_>, value: &Value, errors: &mut Vec<FieldError>) {
     let expected: &str = if node.int_or_string {
         "integer,string"
     } else if let Some(ty) = node.ty.as_deref() {
@@ -106,14 +101,14 @@ fn check_type(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldErro
             go_quote(actual)
         );
         errors.push(FieldError::type_invalid(
-            field_of(name),
+            &field_of(name),
             BadValue::Str(actual),
             &message,
         ));
     }
 }
 
-fn check_composition(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldError>) {
+fn check_composition(node: &Node, name: &Path<'_>, value: &Value, errors: &mut Vec<FieldError>) {
     let run = |n: &Node| {
         let mut found = Vec::new();
         validate_value(n, name, value, None, &mut found);
@@ -124,7 +119,7 @@ fn check_composition(node: &Node, name: &str, value: &Value, errors: &mut Vec<Fi
         if results.iter().all(|r| !r.is_empty()) {
             errors.push(composite_error(&format!(
                 "{} must validate at least one schema (anyOf)",
-                go_quote(name)
+                go_quote(&name.to_string())
             )));
             if let Some(first) = results.into_iter().next() {
                 errors.extend(first);
@@ -142,7 +137,7 @@ fn check_composition(node: &Node, name: &str, value: &Value, errors: &mut Vec<Fi
             };
             errors.push(composite_error(&format!(
                 "{} must validate one and only one schema (oneOf). {detail}",
-                go_quote(name)
+                go_quote(&name.to_string())
             )));
             if valid == 0
                 && let Some(first) = results.into_iter().next()
@@ -168,7 +163,7 @@ fn check_composition(node: &Node, name: &str, value: &Value, errors: &mut Vec<Fi
             };
             errors.push(composite_error(&format!(
                 "{} must validate all the schemas (allOf){suffix}",
-                go_quote(name)
+                go_quote(&name.to_string())
             )));
         }
     }
@@ -177,7 +172,7 @@ fn check_composition(node: &Node, name: &str, value: &Value, errors: &mut Vec<Fi
     {
         errors.push(composite_error(&format!(
             "{} must not validate the schema (not)",
-            go_quote(name)
+            go_quote(&name.to_string())
         )));
     }
 }
@@ -187,35 +182,53 @@ fn composite_error(message: &str) -> FieldError {
     FieldError::invalid("<nil>", BadValue::Str(""), message)
 }
 
-fn check_string(node: &Node, name: &str, s: &str, value: &Value, errors: &mut Vec<FieldError>) {
-    let field = field_of(name);
+fn check_string(
+    node: &Node,
+    name: &Path<'_>,
+    s: &str,
+    value: &Value,
+    errors: &mut Vec<FieldError>,
+) {
+    let field = || field_of(name);
     let length = s.chars().count() as i64;
     if let Some(max) = node.max_length
         && length > max
     {
-        errors.push(FieldError::too_long(field, max));
+        errors.push(FieldError::too_long(&field(), max));
     } else if let Some(min) = node.min_length
         && length < min
     {
         let message = format!("{name} in body should be at least {min} chars long");
-        errors.push(FieldError::invalid(field, BadValue::Json(value), &message));
+        errors.push(FieldError::invalid(
+            &field(),
+            BadValue::Json(value),
+            &message,
+        ));
     } else if let Some((pattern, re)) = &node.pattern
         && !re.is_match(s)
     {
         let message = format!("{name} in body should match '{pattern}'");
-        errors.push(FieldError::invalid(field, BadValue::Json(value), &message));
+        errors.push(FieldError::invalid(
+            &field(),
+            BadValue::Json(value),
+            &message,
+        ));
     }
     if let Some(format) = node.format.as_deref()
         && node.ty.as_deref().is_none_or(|t| t == "string")
         && !formats::is_valid(&format.replace('-', ""), s)
     {
         let message = format!("{name} in body must be of type {format}: {}", go_quote(s));
-        errors.push(FieldError::type_invalid(field, BadValue::Str(s), &message));
+        errors.push(FieldError::type_invalid(
+            &field(),
+            BadValue::Str(s),
+            &message,
+        ));
     }
 }
 
-fn check_number(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldError>) {
-    let field = field_of(name);
+fn check_number(node: &Node, name: &Path<'_>, value: &Value, errors: &mut Vec<FieldError>) {
+    let field = || field_of(name);
     let Some(number) = value.as_f64() else { return };
     let ty = node.ty.as_deref().unwrap_or("number");
     if ty == "integer" && node.format.as_deref() == Some("int32") && value.is_i64() {
@@ -242,7 +255,11 @@ fn check_number(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldEr
             "{name} in body should be a multiple of {}",
             go_float(factor)
         );
-        errors.push(FieldError::invalid(field, BadValue::Json(value), &message));
+        errors.push(FieldError::invalid(
+            &field(),
+            BadValue::Json(value),
+            &message,
+        ));
     }
     if let Some(min) = node.minimum {
         let failed = if node.exclusive_minimum {
@@ -257,7 +274,11 @@ fn check_number(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldEr
                 "greater than or equal to"
             };
             let message = format!("{name} in body should be {relation} {}", bound(min));
-            errors.push(FieldError::invalid(field, BadValue::Json(value), &message));
+            errors.push(FieldError::invalid(
+                &field(),
+                BadValue::Json(value),
+                &message,
+            ));
         }
     }
     if let Some(max) = node.maximum {
@@ -273,14 +294,18 @@ fn check_number(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldEr
                 "less than or equal to"
             };
             let message = format!("{name} in body should be {relation} {}", bound(max));
-            errors.push(FieldError::invalid(field, BadValue::Json(value), &message));
+            errors.push(FieldError::invalid(
+                &field(),
+                BadValue::Json(value),
+                &message,
+            ));
         }
     }
 }
 
 fn check_array(
     node: &Node,
-    name: &str,
+    name: &Path<'_>,
     items: &[Value],
     old: Option<&Value>,
     errors: &mut Vec<FieldError>,
@@ -288,25 +313,25 @@ fn check_array(
     if let Some(item_node) = node.items.as_deref() {
         for (i, item) in items.iter().enumerate() {
             let old = old_item(node, old, item);
-            validate_value(item_node, &format!("{name}[{i}]"), item, old, errors);
+            validate_value(item_node, &name.index(i), item, old, errors);
         }
     }
-    let field = field_of(name);
+    let field = || field_of(name);
     let size = items.len() as i64;
     if let Some(min) = node.min_items
         && size < min
     {
         let message = format!("{name} in body should have at least {min} items");
-        errors.push(FieldError::invalid(field, BadValue::Int(size), &message));
+        errors.push(FieldError::invalid(&field(), BadValue::Int(size), &message));
     }
     if let Some(max) = node.max_items
         && size > max
     {
-        errors.push(FieldError::too_many(field, size, max));
+        errors.push(FieldError::too_many(&field(), size, max));
     }
 }
 
-fn check_enum(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldError>) {
+fn check_enum(node: &Node, name: &Path<'_>, value: &Value, errors: &mut Vec<FieldError>) {
     let Some(allowed) = node.enumeration.as_deref() else {
         return;
     };
@@ -321,7 +346,11 @@ fn check_enum(node: &Node, name: &str, value: &Value, errors: &mut Vec<FieldErro
             other => other.to_string(),
         })
         .collect();
-    errors.push(FieldError::not_supported(field_of(name), value, &supported));
+    errors.push(FieldError::not_supported(
+        &field_of(name),
+        value,
+        &supported,
+    ));
 }
 
 fn enum_equal(allowed: &Value, value: &Value) -> bool {
@@ -333,30 +362,34 @@ fn enum_equal(allowed: &Value, value: &Value) -> bool {
 
 fn check_object(
     node: &Node,
-    name: &str,
+    name: &Path<'_>,
     map: &serde_json::Map<String, Value>,
     old: Option<&Value>,
     errors: &mut Vec<FieldError>,
 ) {
-    let field = field_of(name);
+    let field = || field_of(name);
     let count = map.len() as i64;
     if let Some(min) = node.min_properties
         && count < min
     {
         let message = format!("{name} in body should have at least {min} properties");
-        errors.push(FieldError::invalid(field, BadValue::Int(count), &message));
+        errors.push(FieldError::invalid(
+            &field(),
+            BadValue::Int(count),
+            &message,
+        ));
     }
     if let Some(max) = node.max_properties
         && count > max
     {
-        errors.push(FieldError::too_many(field, count, max));
+        errors.push(FieldError::too_many(&field(), count, max));
     }
     if let Some(values) = node.additional_properties.as_deref() {
         for (key, value) in map {
             if !node.properties.contains_key(key) {
                 validate_value(
                     values,
-                    &child_path(name, key),
+                    &name.field(key),
                     value,
                     old_property(old, key),
                     errors,
@@ -368,7 +401,7 @@ fn check_object(
         if let Some(value) = map.get(key) {
             validate_value(
                 prop,
-                &child_path(name, key),
+                &name.field(key),
                 value,
                 old_property(old, key),
                 errors,
@@ -377,7 +410,7 @@ fn check_object(
     }
     for key in &node.required {
         if !map.contains_key(key) {
-            errors.push(FieldError::required(&child_path(name, key), ""));
+            errors.push(FieldError::required(&name.field(key).to_string(), ""));
         }
     }
 }
