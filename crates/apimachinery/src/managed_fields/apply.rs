@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use super::entries::{self, APPLY, ManagedEntry};
 use super::fieldset::{FieldSet, display_path};
+use super::stored::{self, Entry};
 use super::walk::{self, Schema};
 use super::{ApplyError, Conflict, SchemaTypes};
 
@@ -36,6 +37,23 @@ pub fn apply(
     types: &dyn SchemaTypes,
     now: &str,
 ) -> Result<Value, ApplyError> {
+    apply_keeping(live, config, manager, subresource, force, types, now, true)
+}
+
+/// [`apply`], keeping the stored entries of other managers the apply does not touch as
+/// stored when `keep_untouched` (always, but in the tests that hold its answer to
+/// re-encoding them).
+#[allow(clippy::too_many_arguments)] // apply's arguments and the tests' switch
+pub(super) fn apply_keeping(
+    live: Option<&Value>,
+    config: &Value,
+    manager: &str,
+    subresource: Option<&str>,
+    force: bool,
+    types: &dyn SchemaTypes,
+    now: &str,
+    keep_untouched: bool,
+) -> Result<Value, ApplyError> {
     let schema = Schema::new(types);
     if !config.is_object() {
         return Err(ApplyError::Invalid(
@@ -56,7 +74,14 @@ pub fn apply(
         || Value::Object(Map::new()),
         entries::without_managed_fields,
     );
-    let mut others = live.map(entries::decode).unwrap_or_default();
+    let mut others: Vec<Entry<'_>> = match live {
+        Some(live) if keep_untouched => stored::decode(live),
+        Some(live) => entries::decode(live)
+            .into_iter()
+            .map(Entry::decoded)
+            .collect(),
+        None => Vec::new(),
+    };
 
     let applied = walk::field_set(&config, &schema).map_err(ApplyError::Invalid)?;
     let mut merged = walk::merge(&live_object, &config, &schema);
@@ -72,19 +97,14 @@ pub fn apply(
     let previous = others
         .iter()
         .position(|entry| entry.same_identity(&own))
-        .map(|position| others.remove(position));
+        .map(|position| others.remove(position).into_decoded());
 
     // Prune what this manager applied before, omits now and nobody else owns.
     if let Some(previous) = &previous {
-        let owners: Vec<&FieldSet> = others
-            .iter()
-            .map(|entry| &entry.fields)
-            .chain(std::iter::once(&own.fields))
-            .collect();
         let orphaned: FieldSet = previous
             .fields
             .iter()
-            .filter(|path| !owned_by_anyone(path, &owners))
+            .filter(|path| !owned_by_anyone(path, &others, &own.fields))
             .cloned()
             .collect();
         walk::remove_items(&mut merged, &orphaned);
@@ -96,14 +116,14 @@ pub fn apply(
     let conflicts: Vec<Conflict> = others
         .iter()
         .flat_map(|entry| {
+            let names = entry.names();
             entry
-                .fields
-                .intersection(&changed)
-                .iter()
+                .owned_of(&changed)
+                .into_iter()
                 .map(|path| Conflict {
-                    manager: entry.manager.clone(),
+                    manager: names.manager.clone(),
                     field: display_path(path),
-                    described_manager: entry.describe(),
+                    described_manager: names.describe(),
                 })
                 .collect::<Vec<_>>()
         })
@@ -112,10 +132,7 @@ pub fn apply(
         return Err(ApplyError::Conflicts(conflicts));
     }
     for entry in &mut others {
-        entry.fields = entry
-            .fields
-            .difference(&changed)
-            .difference(&comparison.removed);
+        entry.remove_all(&changed, &comparison.removed);
     }
 
     let unchanged = live.is_some() && merged == live_object;
@@ -123,18 +140,20 @@ pub fn apply(
         Some(previous) if unchanged && previous.time.is_some() => previous.time,
         _ => Some(now.to_owned()),
     };
-    others.push(ManagedEntry { time, ..own });
-    entries::encode(&mut merged, others);
+    others.push(Entry::decoded(ManagedEntry { time, ..own }));
+    stored::encode(&mut merged, others);
     Ok(merged)
 }
 
 /// Whether some manager owns the node: the path itself, or (for a field, not a list item)
 /// something below it, as `EnsureNamedFieldsAreMembers` makes parent fields owned.
-fn owned_by_anyone(path: &[String], owners: &[&FieldSet]) -> bool {
+fn owned_by_anyone(path: &[String], others: &[Entry<'_>], own: &FieldSet) -> bool {
     let is_field = path.last().is_some_and(|element| element.starts_with("f:"));
-    owners
+    others
         .iter()
-        .any(|set| set.contains(path) || (is_field && set.has_descendant(path)))
+        .any(|entry| entry.contains(path) || (is_field && entry.has_descendant(path)))
+        || own.contains(path)
+        || (is_field && own.has_descendant(path))
 }
 
 fn api_version(object: &Value) -> String {

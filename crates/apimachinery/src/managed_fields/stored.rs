@@ -13,7 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::entries::{self, ManagedEntry};
-use super::fieldset::{Element, FieldSet};
+use super::fieldset::{Element, FieldPath, FieldSet};
 
 /// One managedFields entry during a write: kept as stored, or decoded.
 #[derive(Debug)]
@@ -85,6 +85,40 @@ impl<'a> Entry<'a> {
             self.decoded.fields = FieldSet::from_fields_v1(&entry["fieldsV1"]);
         }
         &mut self.decoded
+    }
+
+    /// The entry decoded, owned.
+    pub(super) fn into_decoded(mut self) -> ManagedEntry {
+        self.decoded_mut();
+        self.decoded
+    }
+
+    /// Whether the entry owns `path` ([`FieldSet::contains`]).
+    pub(super) fn contains(&self, path: &[Element]) -> bool {
+        match self.kept {
+            Some(entry) => owns(&entry["fieldsV1"], path),
+            None => self.decoded.fields.contains(path),
+        }
+    }
+
+    /// Whether the entry owns something strictly below `path`
+    /// ([`FieldSet::has_descendant`]).
+    pub(super) fn has_descendant(&self, path: &[Element]) -> bool {
+        match self.kept {
+            Some(entry) => has_member_below(&entry["fieldsV1"], path),
+            None => self.decoded.fields.has_descendant(path),
+        }
+    }
+
+    /// The members of `paths` the entry owns, in `paths`' order
+    /// ([`FieldSet::intersection`]).
+    pub(super) fn owned_of<'p>(&self, paths: &'p FieldSet) -> Vec<&'p FieldPath> {
+        paths.iter().filter(|path| self.contains(path)).collect()
+    }
+
+    /// The entry as decoded; a kept entry's `fields` are empty.
+    pub(super) fn names(&self) -> &ManagedEntry {
+        &self.decoded
     }
 
     /// [`ManagedEntry::same_identity`]; names and time are there whether kept or not.
@@ -164,6 +198,24 @@ pub(super) fn owns(fields: &Value, path: &[Element]) -> bool {
     }
     node.as_object()
         .is_some_and(|children| children.is_empty() || children.contains_key("."))
+}
+
+/// Whether the canonical FieldsV1 tree `fields` has a member strictly below `path`: the
+/// node at `path` has a child other than `"."` (in a canonical tree every such child
+/// leads to a member).
+pub(super) fn has_member_below(fields: &Value, path: &[Element]) -> bool {
+    let mut node = fields;
+    for element in path {
+        if element == "." {
+            return false;
+        }
+        match node.get(element.as_str()) {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
+    node.as_object()
+        .is_some_and(|children| children.keys().any(|element| element != "."))
 }
 
 /// Whether `entry` is exactly what [`ManagedEntry::to_json`] writes for the entry

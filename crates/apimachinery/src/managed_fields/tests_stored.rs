@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::apply::apply_keeping;
 use super::stored::{self, is_canonical};
 use super::tests::{TestSchema, spec};
 use super::update::update_keeping;
@@ -19,6 +20,7 @@ struct Write {
     manager: usize,
     to_status: bool,
     by_apply: bool,
+    force: bool,
     sends_managed_fields: bool,
     /// Makes one stored entry non-canonical before the write (its decoding unchanged).
     mangle: Option<(usize, usize)>,
@@ -42,7 +44,9 @@ fn write() -> impl Strategy<Value = Write> {
                 label,
                 manager,
                 to_status,
-                by_apply: how == 0,
+                // Applies half the time, a third of them unforced (which may conflict).
+                by_apply: how < 2,
+                force: how != 1 || sends_managed_fields,
                 sends_managed_fields,
                 mangle,
             },
@@ -74,7 +78,10 @@ fn mangle(object: &mut Value, (which, how): (usize, usize)) {
                     children.insert(".".into(), json!({}));
                     return;
                 }
-                let name = children.keys().find(|k| *k != ".").cloned().unwrap();
+                // A leaf mangled before has only "." now.
+                let Some(name) = children.keys().find(|k| *k != ".").cloned() else {
+                    return;
+                };
                 first_leaf(children.get_mut(&name).unwrap());
             }
             first_leaf(entry.get_mut("fieldsV1").unwrap());
@@ -85,7 +92,12 @@ fn mangle(object: &mut Value, (which, how): (usize, usize)) {
     }
 }
 
-fn the_write(live: Option<&Value>, step: &Write, now: &str, keep: bool) -> Value {
+fn the_write(
+    live: Option<&Value>,
+    step: &Write,
+    now: &str,
+    keep: bool,
+) -> Result<Value, ApplyError> {
     let manager = ["a", "b", "c"][step.manager];
     let subresource = step.to_status.then_some("status");
     if step.by_apply {
@@ -95,7 +107,16 @@ fn the_write(live: Option<&Value>, step: &Write, now: &str, keep: bool) -> Value
         } else {
             config["spec"] = step.spec.clone();
         }
-        return apply(live, &config, manager, subresource, true, &TestSchema, now).unwrap();
+        return apply_keeping(
+            live,
+            &config,
+            manager,
+            subresource,
+            step.force,
+            &TestSchema,
+            now,
+            keep,
+        );
     }
     let mut new = live.cloned().unwrap_or_else(|| {
         json!({"apiVersion": "x.io/v1", "kind": "Thing", "metadata": {"name": "a", "namespace": "ns"}})
@@ -118,7 +139,7 @@ fn the_write(live: Option<&Value>, step: &Write, now: &str, keep: bool) -> Value
             .remove("managedFields");
     }
     update_keeping(live, &mut new, manager, subresource, &TestSchema, now, keep);
-    new
+    Ok(new)
 }
 
 proptest! {
@@ -135,6 +156,8 @@ proptest! {
             let kept = the_write(live.as_ref(), step, &now, true);
             let re_encoded = the_write(live.as_ref(), step, &now, false);
             prop_assert_eq!(&kept, &re_encoded);
+            // A refused apply (a conflict) leaves the object as it was.
+            let Ok(kept) = kept else { continue };
             // What the server writes is in the form a later write keeps.
             for entry in kept["metadata"]["managedFields"].as_array().into_iter().flatten() {
                 prop_assert!(is_canonical(entry), "not canonical: {}", entry);
@@ -164,6 +187,7 @@ proptest! {
         let fields = set.to_fields_v1();
         for probe in &probes {
             prop_assert_eq!(stored::owns(&fields, probe), set.contains(probe));
+            prop_assert_eq!(stored::has_member_below(&fields, probe), set.has_descendant(probe));
         }
         let entry = ManagedEntry {
             manager: "m".into(),
