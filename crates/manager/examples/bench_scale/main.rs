@@ -33,6 +33,8 @@
 //! - `--external` (any mode): the manager runs as a process of its own
 //!   (this executable again) against the API server, so its resident memory
 //!   is its own: it is printed per contract and projected to 10,000.
+//! - `BENCH_CONCURRENCY=INFRA,NODECLAIM,REQUESTER` (any mode): the
+//!   controllers' concurrency instead of the manager's defaults.
 //!
 //! The driver waits on a watch of claims and contracts, never by listing.
 //!

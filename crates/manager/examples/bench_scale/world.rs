@@ -36,6 +36,30 @@ const CHILD_READY: &str = "ready";
 const CHILD_METRICS: &str = "metrics";
 /// A command (and its arguments) the `--external` manager runs under, as a profiler.
 const MANAGER_WRAPPER_VAR: &str = "BENCH_MANAGER_WRAPPER";
+/// The controllers' concurrency, `INFRA,NODECLAIM,REQUESTER` (unset: the
+/// manager's defaults), to compare settings in alternated runs of one build.
+const CONCURRENCY_VAR: &str = "BENCH_CONCURRENCY";
+
+/// The manager's default options, with [`CONCURRENCY_VAR`] applied.
+fn controller_options() -> anyhow::Result<ControllerOptions> {
+    let mut options = ControllerOptions::default();
+    let Ok(value) = std::env::var(CONCURRENCY_VAR) else {
+        return Ok(options);
+    };
+    let numbers = value
+        .split(',')
+        .map(|n| n.trim().parse::<u16>().ok().filter(|n| *n > 0))
+        .collect::<Option<Vec<u16>>>();
+    let Some(&[infra, nodeclaim, requester]) = numbers.as_deref() else {
+        bail!(
+            "{CONCURRENCY_VAR}={value}: expected three positive numbers INFRA,NODECLAIM,REQUESTER"
+        );
+    };
+    options.infra_concurrency = infra;
+    options.nodeclaim_concurrency = nodeclaim;
+    options.requester_concurrency = requester;
+    Ok(options)
+}
 
 /// How a [`World`] is set up.
 pub struct WorldOptions {
@@ -144,7 +168,7 @@ impl World {
             .context("the API server's runtime")?
             .context("start the API server")?;
         let client = driver_client(&server)?;
-        let controller_options = ControllerOptions::default();
+        let controller_options = controller_options()?;
         let contract_namespace = controller_options.contract_namespace.clone();
         manager::dev::install_crds(&client).await?;
         testkit::create_namespaces(&client, &[TENANT, &contract_namespace]).await;
@@ -311,7 +335,7 @@ pub async fn run_child(kubeconfig: &Path, namespace: &str) -> anyhow::Result<()>
     let metrics = Metrics::register(&mut registry);
     let options = ControllerOptions {
         contract_namespace: namespace.to_owned(),
-        ..ControllerOptions::default()
+        ..controller_options()?
     };
     let mut running = controllers(client, metrics, options).start();
     tokio::spawn(running.done);
