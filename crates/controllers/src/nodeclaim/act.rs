@@ -21,8 +21,9 @@
 //! - Deletes (the Infra, join Secrets) name the uid that was read; a join
 //!   Secret deleted is recorded in [`DeletedSecrets`](super::deleted::DeletedSecrets) and not deleted again
 //!   while the cache catches up.
-//! - The writes of one group (the claims' finalizers, the join Secrets) go
-//!   out together, at most [`write::WRITES_AT_ONCE`] at a time; the groups go in the
+//! - The writes of one group (the claims' finalizers, the join Secrets, the
+//!   claims' statuses, the join Secrets deleted, the claims' finalizers
+//!   removed) go out together, at most [`write::WRITES_AT_ONCE`] at a time; the groups go in the
 //!   order above, each once the one before is done.
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
@@ -146,35 +147,32 @@ pub async fn act(
         }
         Some(InfraAction::Keep) | None => {}
     }
-    for secret in &plan.delete_secrets {
-        // Deleted now or found gone (404): either way it is not to be deleted again.
-        write::delete_if_present::<Secret>(client, secret).await?;
-        if let Some(uid) = &secret.uid {
-            awaited.deleted.record(uid, key);
-        }
-    }
-    for change in other_statuses {
-        if released_while_going(change, claims) {
-            continue;
-        }
-        if write_claim_status(ctx, change, claims, &patched, own_writes).await? {
-            publish_transition(ctx, change, claims).await;
-        }
-    }
-    for claim in &plan.remove_claim_finalizers {
-        // Recorded: a reconcile of the copy it replaced, before the cache
-        // drops the claim, would send it again to a claim that is gone.
-        if let (_, Some(written)) = write::remove_finalizer_written::<NodeClaim>(
-            client,
-            MANAGER,
-            claim,
-            NODECLAIM_FINALIZER,
-        )
-        .await?
-        {
-            own_writes.wrote(claim.resource_version.as_deref(), &written);
-        }
-    }
+    let deletes: Vec<_> = (plan.delete_secrets.iter())
+        .map(|secret| delete_join_secret(ctx, key, awaited, secret))
+        .collect();
+    stream::iter(deletes)
+        .buffered(write::WRITES_AT_ONCE)
+        .try_collect::<Vec<()>>()
+        .await?;
+    // A Cluster's claims each take a status write at once (ten Pending when
+    // they are new, ten Joined when their guests report): one after another
+    // they held this Cluster's reconcile, and the other Clusters' queued
+    // behind it, for ten round trips.
+    let statuses: Vec<_> = (other_statuses.into_iter())
+        .filter(|change| !released_while_going(change, claims))
+        .map(|change| write_claim_transition(ctx, change, claims, &patched, own_writes))
+        .collect();
+    stream::iter(statuses)
+        .buffered(write::WRITES_AT_ONCE)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let removals: Vec<_> = (plan.remove_claim_finalizers.iter())
+        .map(|claim| remove_claim_finalizer(ctx, claim, own_writes))
+        .collect();
+    stream::iter(removals)
+        .buffered(write::WRITES_AT_ONCE)
+        .try_collect::<Vec<()>>()
+        .await?;
     if let Some(change) = &plan.cluster_nodes {
         let mut status = change.cluster.status.clone().unwrap_or_default();
         status.nodes = Some(change.nodes);
@@ -188,6 +186,52 @@ pub async fn act(
     }
     if let Some(cluster) = &plan.remove_cluster_finalizer {
         write::remove_finalizer::<Cluster>(client, MANAGER, cluster, CLUSTER_FINALIZER).await?;
+    }
+    Ok(())
+}
+
+/// Deletes a join Secret (found gone, a 404, is done too) and records it, so
+/// it is not deleted again while the cache catches up.
+async fn delete_join_secret(
+    ctx: &Context,
+    key: &ClusterKey,
+    awaited: &Awaited,
+    secret: &Seen,
+) -> Result<()> {
+    write::delete_if_present::<Secret>(&ctx.client, secret).await?;
+    if let Some(uid) = &secret.uid {
+        awaited.deleted.record(uid, key);
+    }
+    Ok(())
+}
+
+/// Writes a claim's new status, then its transition's metrics and Event.
+async fn write_claim_transition(
+    ctx: &Context,
+    change: &ClaimStatusChange,
+    claims: &[&NodeClaim],
+    patched: &Patched,
+    own_writes: &OwnWrites,
+) -> Result<()> {
+    if write_claim_status(ctx, change, claims, patched, own_writes).await? {
+        publish_transition(ctx, change, claims).await;
+    }
+    Ok(())
+}
+
+/// Removes a released claim's finalizer. Recorded: a reconcile of the copy
+/// it replaced, before the cache drops the claim, would send it again to a
+/// claim that is gone.
+async fn remove_claim_finalizer(ctx: &Context, claim: &Seen, own_writes: &OwnWrites) -> Result<()> {
+    if let (_, Some(written)) = write::remove_finalizer_written::<NodeClaim>(
+        &ctx.client,
+        MANAGER,
+        claim,
+        NODECLAIM_FINALIZER,
+    )
+    .await?
+    {
+        own_writes.wrote(claim.resource_version.as_deref(), &written);
     }
     Ok(())
 }
