@@ -22,8 +22,12 @@ pub struct ControllerOptions {
     /// Infras reconciled at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub infra_concurrency: u16,
-    /// ComputeContracts (and Requesters) reconciled at once.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// ComputeContracts (and Requesters) reconciled at once. A contract's
+    /// reconcile mostly waits (a status write, a market call, the receipt's
+    /// patch, one after another), and a bid window ends for a whole burst of
+    /// contracts at once: at 8, 1,000 new contracts queued for up to a
+    /// second behind each other before their windows opened.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub requester_concurrency: u16,
     /// Clusters (NodeClaim keys) reconciled at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -39,7 +43,7 @@ impl Default for ControllerOptions {
         Self {
             contract_namespace: api::DEFAULT_CONTRACT_NAMESPACE.to_owned(),
             infra_concurrency: 4,
-            requester_concurrency: 8,
+            requester_concurrency: 32,
             nodeclaim_concurrency: 4,
             guest_poll_seconds: 60,
         }
