@@ -21,10 +21,11 @@
 //! - Deletes (the Infra, join Secrets) name the uid that was read; a join
 //!   Secret deleted is recorded in [`DeletedSecrets`](super::deleted::DeletedSecrets) and not deleted again
 //!   while the cache catches up.
-//! - The writes of one group (the claims' finalizers, the join Secrets, the
-//!   claims' statuses, the join Secrets deleted, the claims' finalizers
-//!   removed) go out together, at most [`write::WRITES_AT_ONCE`] at a time; the groups go in the
-//!   order above, each once the one before is done.
+//! - The writes of one group go out together, at most
+//!   [`write::WRITES_AT_ONCE`] at a time, each group once the one before is
+//!   done, in this order: the claims' finalizers, the join Secrets, (the
+//!   Infra), the join Secrets deleted, the claims' statuses, the claims'
+//!   finalizers removed.
 //! - Writes stop at the first error; the next reconcile starts over from the cache.
 //! - Logs and Events name objects only, never a Secret value.
 
