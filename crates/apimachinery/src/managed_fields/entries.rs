@@ -81,6 +81,18 @@ impl ManagedEntry {
     /// Reads one entry leniently: missing members are empty.
     #[must_use]
     pub fn from_json(entry: &Value) -> Self {
+        Self {
+            fields: entry
+                .get("fieldsV1")
+                .map(FieldSet::from_fields_v1)
+                .unwrap_or_default(),
+            ..Self::header_from_json(entry)
+        }
+    }
+
+    /// Reads one entry's names and time leniently (missing members are empty), with no
+    /// fields: what a kept stored entry needs ([`super::stored`]).
+    pub(super) fn header_from_json(entry: &Value) -> Self {
         let text = |name: &str| {
             entry
                 .get(name)
@@ -94,10 +106,7 @@ impl ManagedEntry {
             api_version: text("apiVersion"),
             subresource: text("subresource"),
             time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
-            fields: entry
-                .get("fieldsV1")
-                .map(FieldSet::from_fields_v1)
-                .unwrap_or_default(),
+            fields: FieldSet::new(),
         }
     }
 }

@@ -33,23 +33,9 @@ impl<'a> Entry<'a> {
         if !is_canonical(entry) {
             return Self::decoded(ManagedEntry::from_json(entry));
         }
-        let text = |name: &str| {
-            entry
-                .get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
         Self {
             kept: Some(entry),
-            decoded: ManagedEntry {
-                manager: text("manager"),
-                operation: text("operation"),
-                api_version: text("apiVersion"),
-                subresource: text("subresource"),
-                time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
-                fields: FieldSet::new(),
-            },
+            decoded: ManagedEntry::header_from_json(entry),
         }
     }
 
@@ -183,39 +169,31 @@ pub(super) fn encode(object: &mut Value, mut entries: Vec<Entry<'_>>) {
 /// Whether the FieldsV1 tree `fields` has `path` as a member, as
 /// [`FieldSet::from_fields_v1`] would read it: the node at `path` is `{}` or carries `"."`.
 pub(super) fn owns(fields: &Value, path: &[Element]) -> bool {
-    if path.is_empty() {
-        return false;
-    }
-    let mut node = fields;
-    for element in path {
-        if element == "." {
-            return false;
-        }
-        match node.get(element.as_str()) {
-            Some(child) => node = child,
-            None => return false,
-        }
-    }
-    node.as_object()
-        .is_some_and(|children| children.is_empty() || children.contains_key("."))
+    !path.is_empty()
+        && node_at(fields, path)
+            .and_then(Value::as_object)
+            .is_some_and(|children| children.is_empty() || children.contains_key("."))
 }
 
 /// Whether the canonical FieldsV1 tree `fields` has a member strictly below `path`: the
 /// node at `path` has a child other than `"."` (in a canonical tree every such child
 /// leads to a member).
 pub(super) fn has_member_below(fields: &Value, path: &[Element]) -> bool {
-    let mut node = fields;
-    for element in path {
-        if element == "." {
-            return false;
-        }
-        match node.get(element.as_str()) {
-            Some(child) => node = child,
-            None => return false,
-        }
-    }
-    node.as_object()
+    node_at(fields, path)
+        .and_then(Value::as_object)
         .is_some_and(|children| children.keys().any(|element| element != "."))
+}
+
+/// The node of the FieldsV1 tree `fields` at `path`; `None` when it has none, or when
+/// `path` goes through a `"."` (a member marker, never a parent).
+fn node_at<'a>(fields: &'a Value, path: &[Element]) -> Option<&'a Value> {
+    path.iter().try_fold(fields, |node, element| {
+        if element == "." {
+            None
+        } else {
+            node.get(element.as_str())
+        }
+    })
 }
 
 /// Whether `entry` is exactly what [`ManagedEntry::to_json`] writes for the entry
