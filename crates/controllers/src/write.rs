@@ -31,6 +31,7 @@
 //!   (`None`, [`Finalizers::Gone`], `false`) and the next reconcile starts from
 //!   the cache.
 
+use futures::{Stream, StreamExt, stream};
 use std::fmt::Debug;
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -145,6 +146,15 @@ fn is_gone(error: &kube::Error) -> bool {
 /// row, few enough that one reconcile does not crowd out the others'
 /// requests on the server.
 pub const WRITES_AT_ONCE: usize = 8;
+
+/// The writes of one group, sent together (at most [`WRITES_AT_ONCE`] in
+/// flight), their answers in the order of `writes`. The futures are made by
+/// the caller before the stream (not by a closure in it): a closure over
+/// borrowed items makes the reconcile's future fail the higher-ranked Send
+/// check.
+pub fn together<F: Future>(writes: Vec<F>) -> impl Stream<Item = F::Output> {
+    stream::iter(writes).buffered(WRITES_AT_ONCE)
+}
 
 /// Server-side applies `object` (its spec and metadata; never its status)
 /// under `manager`, forced: these fields are the controller's alone.

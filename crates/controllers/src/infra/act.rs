@@ -26,7 +26,7 @@
 
 use super::IDENTITY;
 use api::{ComputeContract, Infra};
-use futures::{StreamExt, stream};
+use futures::StreamExt;
 use kube::{Resource, ResourceExt};
 
 use super::decide::InfraPlan;
@@ -58,20 +58,14 @@ async fn write(
 ) -> Result<()> {
     let client = &ctx.client;
     let mut first_error = None;
-    // The applies go out together, then the deletes together (at most
-    // WRITES_AT_ONCE in flight): a Cluster of ten new nodes waited on ten
-    // applies in a row before its last contract existed. The futures are
-    // made before the stream (not by a closure in it): a closure over
-    // borrowed items makes the reconcile's future fail the higher-ranked
-    // Send check.
+    // The applies go out together, then the deletes together
+    // (write::together): a Cluster of ten new nodes waited on ten applies in
+    // a row before its last contract existed.
     let contracts: Vec<&ComputeContract> = plan.apply.iter().chain(&plan.release).collect();
     let applies: Vec<_> = (contracts.iter())
         .map(|contract| write::apply(client, IDENTITY.manager, *contract))
         .collect();
-    let applied: Vec<Result<ComputeContract>> = stream::iter(applies)
-        .buffered(write::WRITES_AT_ONCE)
-        .collect()
-        .await;
+    let applied: Vec<Result<ComputeContract>> = write::together(applies).collect().await;
     for (contract, outcome) in contracts.into_iter().zip(applied) {
         let name = contract.name_any();
         match outcome {
@@ -97,10 +91,8 @@ async fn write(
     let deletes: Vec<_> = (seen.iter())
         .map(|seen| write::delete::<ComputeContract>(client, seen))
         .collect();
-    let deleted: Vec<Result<write::Deleted<ComputeContract>>> = stream::iter(deletes)
-        .buffered(write::WRITES_AT_ONCE)
-        .collect()
-        .await;
+    let deleted: Vec<Result<write::Deleted<ComputeContract>>> =
+        write::together(deletes).collect().await;
     for (deletion, outcome) in plan.delete.iter().zip(deleted) {
         match outcome {
             Ok(deleted) => {

@@ -31,7 +31,7 @@
 
 use api::names::{CLUSTER_FINALIZER, NODECLAIM_FINALIZER};
 use api::{Cluster, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -101,19 +101,13 @@ pub async fn act(
             (_, None) => {}
         }
     }
-    // Each group's writes go out together (at most WRITES_AT_ONCE), the
-    // groups one after another: a Cluster of ten new claims waited on 21
-    // round trips in a row before its entries reached the Infra.
-    // The futures are made before the stream (not by a closure in it): a
-    // closure over borrowed items makes the reconcile's future fail the
-    // higher-ranked Send check.
+    // Each group's writes go out together (write::together), the groups
+    // one after another: a Cluster of ten new claims waited on 21 round
+    // trips in a row before its entries reached the Infra.
     let patches: Vec<_> = (plan.claim_metadata.iter())
         .map(|change| patch_claim_metadata(ctx, change))
         .collect();
-    let claims_written: Vec<Option<NodeClaim>> = stream::iter(patches)
-        .buffered(write::WRITES_AT_ONCE)
-        .try_collect()
-        .await?;
+    let claims_written: Vec<Option<NodeClaim>> = write::together(patches).try_collect().await?;
     let mut a_claim_is_gone = false;
     for (change, written) in plan.claim_metadata.iter().zip(claims_written) {
         let Some(written) = written else {
@@ -130,10 +124,7 @@ pub async fn act(
     let secrets: Vec<_> = (plan.write_secrets.iter())
         .map(|desired| write_join_secret(ctx, key, awaited, desired))
         .collect();
-    stream::iter(secrets)
-        .buffered(write::WRITES_AT_ONCE)
-        .try_collect::<Vec<()>>()
-        .await?;
+    write::together(secrets).try_collect::<Vec<()>>().await?;
     match &plan.infra {
         // Recorded: a reconcile of the copy it replaced, before the cache
         // shows the write, would apply or delete the Infra again.
@@ -151,10 +142,7 @@ pub async fn act(
     let deletes: Vec<_> = (plan.delete_secrets.iter())
         .map(|secret| delete_join_secret(ctx, key, awaited, secret))
         .collect();
-    stream::iter(deletes)
-        .buffered(write::WRITES_AT_ONCE)
-        .try_collect::<Vec<()>>()
-        .await?;
+    write::together(deletes).try_collect::<Vec<()>>().await?;
     // A Cluster's claims each take a status write at once (ten Pending when
     // they are new, ten Joined when their guests report): one after another
     // they held this Cluster's reconcile, and the other Clusters' queued
@@ -163,17 +151,11 @@ pub async fn act(
         .filter(|change| !released_while_going(change, claims))
         .map(|change| write_claim_transition(ctx, change, claims, &patched, own_writes))
         .collect();
-    stream::iter(statuses)
-        .buffered(write::WRITES_AT_ONCE)
-        .try_collect::<Vec<()>>()
-        .await?;
+    write::together(statuses).try_collect::<Vec<()>>().await?;
     let removals: Vec<_> = (plan.remove_claim_finalizers.iter())
         .map(|claim| remove_claim_finalizer(ctx, claim, own_writes))
         .collect();
-    stream::iter(removals)
-        .buffered(write::WRITES_AT_ONCE)
-        .try_collect::<Vec<()>>()
-        .await?;
+    write::together(removals).try_collect::<Vec<()>>().await?;
     if let Some(change) = &plan.cluster_nodes {
         let mut status = change.cluster.status.clone().unwrap_or_default();
         status.nodes = Some(change.nodes);
