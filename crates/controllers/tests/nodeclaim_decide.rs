@@ -6,7 +6,7 @@
 mod nodeclaim_support;
 
 use api::names::{CONTRACT_LABEL, compute_contract_name, entry_name, join_secret_name};
-use api::{ConditionStatus, NodeClaim, NodeClaimPhase};
+use api::{ComputeContractPhase, ConditionStatus, NodeClaim, NodeClaimPhase};
 use chrono::Duration;
 use controllers::nodeclaim::compose::ClusterKey;
 use controllers::nodeclaim::conditions::{INFRA_COMPOSED, READY, reason};
@@ -240,6 +240,48 @@ fn deleted_claim_leaves_the_infra_and_waits_for_its_contract() {
     assert!(w.claims.iter().all(|c| c.name_any() != "worker-a"));
     assert_eq!(w.entries(), vec![entry_name("uid-b")]);
     assert_eq!(w.cluster_nodes(), Some(1));
+}
+
+/// A deleted claim whose finalizer a pass removes takes no status write in
+/// that pass, even when its Released is due: it goes with the removal, and
+/// the write would only turn the removal into a conflict (the removal is
+/// guarded by the version read, which the status write replaced).
+#[test]
+fn a_claim_let_go_in_a_pass_takes_no_status_write_in_it() {
+    let mut w = two_claims();
+    w.settle(start());
+    w.set_contract_phase(
+        "worker-a",
+        ComputeContractPhase::Deployed,
+        guest(Some("node-a")),
+    );
+    w.reconcile(start());
+    let running = phase(&w, "worker-a");
+    assert!(
+        matches!(
+            running,
+            Some(NodeClaimPhase::Deployed | NodeClaimPhase::Joined)
+        ),
+        "{running:?}"
+    );
+    w.claim_mut("worker-a").metadata.deletion_timestamp = Some(to_time(start()));
+    w.reconcile(start());
+    w.infra_step(); // released
+    w.infra_step(); // deleted
+    let plan = w.reconcile(start());
+    assert_eq!(plan.delete_secrets.len(), 1, "{plan:?}");
+    // Its removal came late (a long queue): a deleting claim's status is due
+    // by now, and it would say Released.
+    let late = start() + controllers::nodeclaim::RELEASING_SHOWN_AFTER + Duration::seconds(1);
+    let plan = w.decide(late);
+    assert_eq!(plan.remove_claim_finalizers.len(), 1, "{plan:?}");
+    assert!(
+        plan.claim_statuses.iter().all(|c| c.name != "worker-a"),
+        "the claim goes in this pass: {:?}",
+        plan.claim_statuses
+    );
+    w.apply(&plan);
+    assert!(w.claims.iter().all(|c| c.name_any() != "worker-a"));
 }
 
 /// A deleted `claim` keeps its status `before` until `shown`, then says

@@ -323,6 +323,10 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             && secret.is_none()
         {
             plan.remove_claim_finalizers.push(finalizer_change(*claim));
+            // It goes with this removal: a status written now would be seen
+            // by nobody, and would turn the removal (guarded by the version
+            // read) into a conflict and one more reconcile.
+            continue;
         }
 
         if status != previous {
