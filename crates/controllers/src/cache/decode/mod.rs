@@ -91,6 +91,18 @@ impl<'de, K: DeserializeOwned + 'static> Deserialize<'de> for Decoded<K> {
     }
 }
 
+/// One object's JSON (a write's answer) as the caches hold objects: parsed
+/// without `managedFields` and kubectl's copy of the object (see [`trim`]).
+///
+/// # Errors
+/// `json` is not one JSON value.
+pub fn trimmed(json: &str) -> serde_json::Result<serde_json::Value> {
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    let value = trim::object(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
+}
+
 /// What serde says was wrong, with the offending value left out.
 fn without_value(message: &str) -> String {
     if let Some(at) = message.find(", expected ") {
