@@ -60,10 +60,16 @@ impl ManagedEntry {
     /// The entry as the API writes it.
     #[must_use]
     pub fn to_json(&self) -> Value {
+        self.json_with_fields(self.fields.to_fields_v1())
+    }
+
+    /// The entry as the API writes it, with `fields_v1` for its fields (the rendering of
+    /// its set, or a tree edited as [`super::stored`] edits one).
+    pub(super) fn json_with_fields(&self, fields_v1: Value) -> Value {
         let mut entry = Map::new();
         entry.insert("apiVersion".into(), Value::String(self.api_version.clone()));
         entry.insert("fieldsType".into(), Value::String("FieldsV1".into()));
-        entry.insert("fieldsV1".into(), self.fields.to_fields_v1());
+        entry.insert("fieldsV1".into(), fields_v1);
         entry.insert("manager".into(), Value::String(self.manager.clone()));
         entry.insert("operation".into(), Value::String(self.operation.clone()));
         if !self.subresource.is_empty() {

@@ -178,6 +178,17 @@ impl FieldSet {
         }
     }
 
+    /// Adds the members of `other`, moved in (as `union`, without copying either set).
+    pub fn insert_all(&mut self, other: Self) {
+        if self.paths.len() < other.paths.len() {
+            let mut other = other;
+            std::mem::swap(&mut self.paths, &mut other.paths);
+            self.paths.extend(other.paths);
+        } else {
+            self.paths.extend(other.paths);
+        }
+    }
+
     /// Members of `self` not in `other`.
     #[must_use]
     pub fn difference(&self, other: &Self) -> Self {

@@ -199,6 +199,92 @@ proptest! {
         };
         prop_assert!(is_canonical(&entry.to_json()));
     }
+
+    #[test]
+    fn an_edited_tree_is_the_rendering_of_the_edited_set(
+        paths in path_set(),
+        removed in path_set(),
+        inserted in path_set(),
+    ) {
+        let mut tree = paths.to_fields_v1();
+        let Value::Object(children) = &mut tree else { unreachable!() };
+        for path in removed.iter() {
+            prop_assert_eq!(stored::remove_member(children, path), paths.contains(path));
+        }
+        for path in inserted.iter() {
+            stored::insert_member(children, path);
+        }
+        let mut expected = paths.clone();
+        expected.remove_all(&removed);
+        expected.insert_all(inserted.clone());
+        prop_assert_eq!(&tree, &expected.to_fields_v1());
+        if !expected.is_empty() {
+            let entry = ManagedEntry {
+                manager: "m".into(),
+                operation: UPDATE.into(),
+                api_version: "x.io/v1".into(),
+                subresource: String::new(),
+                time: None,
+                fields: FieldSet::new(),
+            };
+            prop_assert!(is_canonical(&entry.json_with_fields(tree)));
+        }
+    }
+}
+
+/// Sets of short paths over few elements, so that they share prefixes, nest and repeat.
+fn path_set() -> impl Strategy<Value = FieldSet> {
+    proptest::collection::vec(
+        proptest::collection::vec(
+            prop_oneof![
+                Just("f:a".to_owned()),
+                Just("f:b".to_owned()),
+                Just("k:{\"name\":\"x\"}".to_owned()),
+                Just("v:1".to_owned()),
+            ],
+            1..4,
+        ),
+        0..6,
+    )
+    .prop_map(|paths| paths.into_iter().collect())
+}
+
+#[test]
+fn a_write_edits_its_managers_own_stored_entry_in_place() {
+    let own = json!({
+        "apiVersion": "x.io/v1", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": {"f:phase": {}}},
+        "manager": "m", "operation": "Update", "subresource": "status",
+        "time": "2026-01-01T00:00:01Z"
+    });
+    assert!(is_canonical(&own));
+    let live = json!({
+        "apiVersion": "x.io/v1", "kind": "Thing",
+        "metadata": {"name": "a", "namespace": "ns", "managedFields": [own]},
+        "status": {"phase": "A"}
+    });
+    let mut entries = stored::decode(&live);
+    let phase: FieldSet = [vec!["f:status".to_owned(), "f:phase".to_owned()]]
+        .into_iter()
+        .collect();
+    let mut changed = phase.clone();
+    changed.insert(vec!["f:status".to_owned(), "f:ready".to_owned()]);
+    entries[0].remove_all(&changed, &FieldSet::new());
+    assert!(entries[0].is_edited());
+    entries[0].insert_all(changed);
+    entries[0].set_time(Some("2026-01-01T00:00:02Z".to_owned()));
+    assert!(entries[0].is_edited() && entries[0].contains(&phase.iter().next().unwrap()[..]));
+    let mut written = live.clone();
+    stored::encode(&mut written, entries);
+    assert_eq!(
+        written["metadata"]["managedFields"],
+        json!([{
+            "apiVersion": "x.io/v1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:phase": {}, "f:ready": {}}},
+            "manager": "m", "operation": "Update", "subresource": "status",
+            "time": "2026-01-01T00:00:02Z"
+        }])
+    );
 }
 
 #[test]

@@ -71,7 +71,8 @@ pub(super) fn update_keeping(
     }
     let nothing = Value::Object(Map::new());
     let comparison = walk::compare(old.unwrap_or(&nothing), new, &schema);
-    let changed = comparison.added.union(&comparison.modified);
+    let mut changed = comparison.added;
+    changed.insert_all(comparison.modified);
     for entry in &mut managers {
         entry.remove_all(&changed, &comparison.removed);
     }
@@ -90,9 +91,8 @@ pub(super) fn update_keeping(
         };
         match managers.iter_mut().find(|entry| entry.same_identity(&own)) {
             Some(entry) => {
-                let entry = entry.decoded_mut();
-                entry.fields = entry.fields.union(&own.fields);
-                entry.time = own.time;
+                entry.insert_all(own.fields);
+                entry.set_time(own.time);
             }
             None => managers.push(Entry::decoded(own)),
         }
