@@ -124,8 +124,9 @@ fn requests<K: Object>(namespace: &str) -> Request {
 }
 
 /// Sends one write (`verb` names it, as kube's own calls do) and reads the
-/// object it answers with as the caches hold objects
-/// ([`decode::trimmed`]): without `managedFields`, which no caller reads.
+/// object it answers with as the caches parse a watch event
+/// ([`decode::trimmed`]): without `managedFields`, which no caller reads (a
+/// join Secret keeps its data: only the caches compact it).
 /// kube's typed calls decoded every entry of them, a tree of maps per field
 /// manager, in every answer: about 6 % of the manager's CPU on the way to
 /// Deployed (perf, plan 0016 C3). Unlike kube's, a body that does not decode
