@@ -189,15 +189,7 @@ proptest! {
             prop_assert_eq!(stored::owns(&fields, probe), set.contains(probe));
             prop_assert_eq!(stored::has_member_below(&fields, probe), set.has_descendant(probe));
         }
-        let entry = ManagedEntry {
-            manager: "m".into(),
-            operation: UPDATE.into(),
-            api_version: "x.io/v1".into(),
-            subresource: String::new(),
-            time: None,
-            fields: set,
-        };
-        prop_assert!(is_canonical(&entry.to_json()));
+        prop_assert!(is_canonical(&update_entry(set).to_json()));
     }
 
     #[test]
@@ -219,16 +211,21 @@ proptest! {
         expected.insert_all(inserted.clone());
         prop_assert_eq!(&tree, &expected.to_fields_v1());
         if !expected.is_empty() {
-            let entry = ManagedEntry {
-                manager: "m".into(),
-                operation: UPDATE.into(),
-                api_version: "x.io/v1".into(),
-                subresource: String::new(),
-                time: None,
-                fields: FieldSet::new(),
-            };
+            let entry = update_entry(FieldSet::new());
             prop_assert!(is_canonical(&entry.json_with_fields(tree)));
         }
+    }
+}
+
+/// An Update entry of manager `m` owning `fields`.
+fn update_entry(fields: FieldSet) -> ManagedEntry {
+    ManagedEntry {
+        manager: "m".into(),
+        operation: UPDATE.into(),
+        api_version: "x.io/v1".into(),
+        subresource: String::new(),
+        time: None,
+        fields,
     }
 }
 
