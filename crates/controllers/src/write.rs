@@ -150,6 +150,17 @@ async fn send<K: DeserializeOwned>(
         .map_err(kube::Error::SerdeError)
 }
 
+/// `object` as a request's JSON body.
+///
+/// # Errors
+/// [`Error::Invalid`] when it does not serialize.
+fn json_body<K: Object>(object: &K) -> Result<Vec<u8>> {
+    serde_json::to_vec(object).map_err(|e| Error::Invalid {
+        object: describe_object(object),
+        reason: format!("cannot be serialized: {e}"),
+    })
+}
+
 /// What a write answered with.
 enum Answer<K> {
     /// The object as the server now holds it.
@@ -247,10 +258,7 @@ pub async fn create<K: Object>(client: &Client, manager: &str, object: &K) -> Re
         ..PostParams::default()
     };
     let what = || describe::<K>(&namespace, &object.name_any());
-    let body = serde_json::to_vec(object).map_err(|e| Error::Invalid {
-        object: what(),
-        reason: format!("cannot be serialized: {e}"),
-    })?;
+    let body = json_body(object)?;
     send(
         client,
         "create",
@@ -286,10 +294,7 @@ where
         ..PostParams::default()
     };
     let what = || format!("write the status of {}", describe::<K>(&namespace, &name));
-    let body = serde_json::to_vec(&next).map_err(|e| Error::Invalid {
-        object: describe::<K>(&namespace, &name),
-        reason: format!("cannot be serialized: {e}"),
-    })?;
+    let body = json_body(&next)?;
     let request = requests::<K>(&namespace).replace_subresource("status", &name, &params, body);
     match send(client, "replace_status", request)
         .await
