@@ -36,9 +36,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
 pub mod compact;
 mod trim;
+mod typed;
 
 /// One object as the watch delivered it.
 #[derive(Clone, Debug)]
@@ -66,11 +68,18 @@ impl<'de, K: DeserializeOwned + 'static> Deserialize<'de> for Decoded<K> {
         // apply, and the replacing writes drop it), nor the whole object
         // `kubectl apply` keeps in an annotation: left out while parsing, they
         // were most of every cached object's memory and of its decoding.
-        let value = trim::object(deserializer)?;
-        if let Ok(mut object) = K::deserialize(&value) {
+        // The object's text is kept aside (a copy, no parse) so that one that
+        // does not decode as `K` can still be read for its metadata and the
+        // failing field; a readable one is parsed once, straight into `K`.
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        if let Ok(mut object) =
+            typed::object::<K, _>(&mut serde_json::Deserializer::from_str(raw.get()))
+        {
             compact::compact(&mut object);
             return Ok(Self::Object(object));
         }
+        let value = trim::object(&mut serde_json::Deserializer::from_str(raw.get()))
+            .map_err(D::Error::custom)?;
         let meta = match value.get("metadata") {
             Some(meta) => ObjectMeta::deserialize(meta).map_err(D::Error::custom)?,
             None => return Err(D::Error::missing_field("metadata")),
@@ -101,6 +110,19 @@ pub fn trimmed(json: &str) -> serde_json::Result<serde_json::Value> {
     let value = trim::object(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)
+}
+
+/// One object's JSON (a write's answer) as `K`, parsed as the caches parse
+/// objects: straight into `K`, without `managedFields` and kubectl's copy
+/// of the object (the same object as `K` from [`trimmed`]'s value).
+///
+/// # Errors
+/// `json` is not one JSON value, or not a `K`.
+pub fn trimmed_as<K: DeserializeOwned>(json: &str) -> serde_json::Result<K> {
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    let object = typed::object(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(object)
 }
 
 /// What serde says was wrong, with the offending value left out.

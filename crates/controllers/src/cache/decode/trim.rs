@@ -33,7 +33,7 @@ pub(super) fn object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Value
 
 /// Which level of the object a map is at: each skips its own keys.
 #[derive(Clone, Copy)]
-enum Level {
+pub(super) enum Level {
     /// The object: its `metadata` is trimmed.
     Object,
     /// Its metadata: `managedFields` is skipped, `annotations` trimmed.
@@ -44,7 +44,7 @@ enum Level {
 
 impl Level {
     /// Whether `key` is left out at this level.
-    fn skips(self, key: &str) -> bool {
+    pub(super) fn skips(self, key: &str) -> bool {
         match self {
             Self::Object => false,
             Self::Metadata => key == MANAGED_FIELDS,
@@ -53,7 +53,7 @@ impl Level {
     }
 
     /// The level of `key`'s value, when it is trimmed too.
-    fn below(self, key: &str) -> Option<Self> {
+    pub(super) fn below(self, key: &str) -> Option<Self> {
         match (self, key) {
             (Self::Object, METADATA) => Some(Self::Metadata),
             (Self::Metadata, ANNOTATIONS) => Some(Self::Annotations),
