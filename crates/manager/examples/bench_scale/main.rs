@@ -288,7 +288,7 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
     let claims = fleet::node_pools(&world.client, "t", clusters, nodes).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = Reading::take(&mut world).await?;
-    let cpu_before = (world.manager_cpu(), world.server_cpu());
+    let cpu_before = (world.manager_cpu(), world.server_cpu(), world.driver_cpu());
     let started = Instant::now();
     let created = fleet::create_claims(&world.client, &claims).await?;
     tracker
@@ -298,6 +298,7 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
     let cpu = (
         world.manager_cpu().saturating_sub(cpu_before.0),
         world.server_cpu().saturating_sub(cpu_before.1),
+        world.driver_cpu().saturating_sub(cpu_before.2),
     );
     let at_deployed = Reading::take(&mut world).await?;
     tracker

@@ -475,15 +475,17 @@ pub fn print_throughput(
 pub fn print_throughput_cpu(
     total: usize,
     deployed: Duration,
-    (manager, server): (Duration, Duration),
+    (manager, server, driver): (Duration, Duration, Duration),
 ) {
     let per_node = |cpu: Duration| cpu.as_secs_f64() * 1000.0 / total as f64;
     println!(
         "  CPU until every contract was Deployed: manager {manager:.2?} ({:.2} ms/node), \
-         API server {server:.2?} ({:.2} ms/node); {:.2} cores busy on average",
+         API server {server:.2?} ({:.2} ms/node); {:.2} cores busy on average; \
+         besides them the benchmark's creates and watches {driver:.2?} ({:.2} ms/node)",
         per_node(manager),
         per_node(server),
         (manager + server).as_secs_f64() / deployed.as_secs_f64(),
+        per_node(driver),
     );
 }
 

@@ -207,6 +207,20 @@ impl World {
         }
     }
 
+    /// CPU time the benchmark's own driver has used: its creates and its
+    /// watches (this process's threads that are neither the API server's
+    /// nor an in-process manager's). It shares the machine with the two under
+    /// test, so it is printed beside them.
+    pub fn driver_cpu(&self) -> Duration {
+        let own_manager = match &self.manager {
+            Manager::InProcess { .. } => probe::threads_cpu(MANAGER_THREADS),
+            Manager::Child { .. } => Duration::ZERO,
+        };
+        probe::process_cpu(std::process::id())
+            .saturating_sub(self.server_cpu())
+            .saturating_sub(own_manager)
+    }
+
     /// The manager's resident memory in KiB, when it runs in a process of
     /// its own; `None` when it shares this one.
     pub fn manager_rss_kib(&self) -> Option<u64> {
