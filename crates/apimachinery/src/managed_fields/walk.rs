@@ -50,25 +50,19 @@ impl<'a> Schema<'a> {
         Self { types }
     }
 
-    fn list_type(&self, names: &[String]) -> ListType {
+    fn list_type(&self, names: &[&str]) -> ListType {
         match names {
-            [m, f] if m == "metadata" && f == "finalizers" => ListType::Set,
-            [m, f] if m == "metadata" && f == "ownerReferences" => {
-                ListType::Map(vec!["uid".to_owned()])
-            }
-            _ => {
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                self.types.list_type(&names)
-            }
+            ["metadata", "finalizers"] => ListType::Set,
+            ["metadata", "ownerReferences"] => ListType::Map(vec!["uid".to_owned()]),
+            _ => self.types.list_type(names),
         }
     }
 
-    fn map_is_atomic(&self, names: &[String]) -> bool {
+    fn map_is_atomic(&self, names: &[&str]) -> bool {
         if names.is_empty() || (names.len() <= 2 && names[0] == "metadata") {
             return false;
         }
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.types.map_is_atomic(&names)
+        self.types.map_is_atomic(names)
     }
 }
 
@@ -130,17 +124,19 @@ fn index_items<'v>(
     Ok(indexed)
 }
 
-/// Walk state: the encoded path and the field names (list elements add none).
+/// Walk state: the encoded path and the field names (list elements add none), the names
+/// borrowed from the values walked (a copy of each name entered was an allocation per
+/// node, and each schema question built a list of them again: plan 0016 C3).
 #[derive(Default)]
-struct Position {
+struct Position<'v> {
     path: FieldPath,
-    names: Vec<String>,
+    names: Vec<&'v str>,
 }
 
-impl Position {
-    fn enter_field(&mut self, name: &str) {
+impl<'v> Position<'v> {
+    fn enter_field(&mut self, name: &'v str) {
         self.path.push(field(name));
-        self.names.push(name.to_owned());
+        self.names.push(name);
     }
     fn leave_field(&mut self) {
         self.path.pop();
@@ -160,9 +156,9 @@ pub(crate) fn field_set(value: &Value, schema: &Schema<'_>) -> Result<FieldSet, 
     Ok(set)
 }
 
-fn collect_fields(
-    value: &Value,
-    at: &mut Position,
+fn collect_fields<'v>(
+    value: &'v Value,
+    at: &mut Position<'v>,
     schema: &Schema<'_>,
     set: &mut FieldSet,
     element: bool,
@@ -206,7 +202,7 @@ pub(crate) struct Comparison {
     pub removed: FieldSet,
 }
 
-pub(crate) fn compare(old: &Value, new: &Value, schema: &Schema<'_>) -> Comparison {
+pub(crate) fn compare<'v>(old: &'v Value, new: &'v Value, schema: &Schema<'_>) -> Comparison {
     let mut comparison = Comparison::default();
     let mut position = Position::default();
     compare_at(
@@ -220,10 +216,10 @@ pub(crate) fn compare(old: &Value, new: &Value, schema: &Schema<'_>) -> Comparis
     comparison
 }
 
-fn compare_at(
-    old: Option<&Value>,
-    new: Option<&Value>,
-    at: &mut Position,
+fn compare_at<'v>(
+    old: Option<&'v Value>,
+    new: Option<&'v Value>,
+    at: &mut Position<'v>,
     schema: &Schema<'_>,
     out: &mut Comparison,
     element: bool,
@@ -261,28 +257,31 @@ fn compare_at(
 }
 
 /// The part of [`compare_at`] below the node: members, items, or the leaf check.
-fn compare_children(
-    old: Option<&Value>,
-    new: Option<&Value>,
-    at: &mut Position,
+fn compare_children<'v>(
+    old: Option<&'v Value>,
+    new: Option<&'v Value>,
+    at: &mut Position<'v>,
     schema: &Schema<'_>,
     out: &mut Comparison,
     element: bool,
 ) {
-    let empty = Map::new();
     match old.or(new) {
         Some(Value::Object(_)) if element || !schema.map_is_atomic(&at.names) => {
-            let old_members = old.and_then(Value::as_object).unwrap_or(&empty);
-            let new_members = new.and_then(Value::as_object).unwrap_or(&empty);
-            let mut names: Vec<&String> = old_members.keys().chain(new_members.keys()).collect();
+            let old_members = old.and_then(Value::as_object);
+            let new_members = new.and_then(Value::as_object);
+            let mut names: Vec<&String> = old_members
+                .into_iter()
+                .chain(new_members)
+                .flat_map(Map::keys)
+                .collect();
             names.sort();
             names.dedup();
             for name in names {
                 at.enter_field(name);
                 if !untracked(&at.path) {
                     compare_at(
-                        old_members.get(name),
-                        new_members.get(name),
+                        old_members.and_then(|members| members.get(name)),
+                        new_members.and_then(|members| members.get(name)),
                         at,
                         schema,
                         out,
@@ -294,9 +293,8 @@ fn compare_children(
         }
         Some(Value::Array(_)) if schema.list_type(&at.names) != ListType::Atomic => {
             let list_type = schema.list_type(&at.names);
-            let no_items = Vec::new();
-            let old_items = old.and_then(Value::as_array).unwrap_or(&no_items);
-            let new_items = new.and_then(Value::as_array).unwrap_or(&no_items);
+            let old_items = old.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+            let new_items = new.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
             let old_indexed =
                 index_items(&list_type, old_items, false, &at.path).unwrap_or_default();
             let new_indexed =
@@ -337,15 +335,15 @@ fn compare_children(
 /// Merges an apply configuration into the live value (`Merge`): granular maps member by
 /// member, granular lists item by item in structured-merge-diff's order, everything else
 /// replaced by the configuration.
-pub(crate) fn merge(live: &Value, config: &Value, schema: &Schema<'_>) -> Value {
+pub(crate) fn merge<'v>(live: &'v Value, config: &'v Value, schema: &Schema<'_>) -> Value {
     let mut position = Position::default();
     merge_at(Some(live), config, &mut position, schema, false)
 }
 
-fn merge_at(
-    live: Option<&Value>,
-    config: &Value,
-    at: &mut Position,
+fn merge_at<'v>(
+    live: Option<&'v Value>,
+    config: &'v Value,
+    at: &mut Position<'v>,
     schema: &Schema<'_>,
     element: bool,
 ) -> Value {
@@ -381,11 +379,11 @@ fn merge_at(
 /// structured-merge-diff's list merge order: live items keep their places, configuration
 /// items come in configuration order, shared items are merged where the configuration
 /// order reaches them.
-fn merge_lists(
+fn merge_lists<'v>(
     list_type: &ListType,
-    live: &[Value],
-    config: &[Value],
-    at: &mut Position,
+    live: &'v [Value],
+    config: &'v [Value],
+    at: &mut Position<'v>,
     schema: &Schema<'_>,
 ) -> Vec<Value> {
     let is_map = matches!(list_type, ListType::Map(_));
@@ -401,17 +399,19 @@ fn merge_lists(
     let mut next_shared = shared.next();
     let mut merged_config: BTreeMap<Element, ()> = BTreeMap::new();
     let mut out = Vec::with_capacity(live_indexed.len() + config_indexed.len());
-    let merge_item =
-        |element: &Element, live_item: Option<&Value>, config_item: &Value, at: &mut Position| {
-            if is_map {
-                at.path.push(element.clone());
-                let merged = merge_at(live_item, config_item, at, schema, true);
-                at.path.pop();
-                merged
-            } else {
-                config_item.clone()
-            }
-        };
+    let merge_item = |element: &Element,
+                      live_item: Option<&'v Value>,
+                      config_item: &'v Value,
+                      at: &mut Position<'v>| {
+        if is_map {
+            at.path.push(element.clone());
+            let merged = merge_at(live_item, config_item, at, schema, true);
+            at.path.pop();
+            merged
+        } else {
+            config_item.clone()
+        }
+    };
     let (mut l, mut r) = (0, 0);
     while l < live_indexed.len() || r < config_indexed.len() {
         if l < live_indexed.len() && r < config_indexed.len() {
