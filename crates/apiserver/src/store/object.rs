@@ -44,7 +44,9 @@ struct Span {
 }
 
 /// Where `"key":"value"` is in `json` (as serde_json writes it), if the value is spelled
-/// there as is. Any occurrence will do: they all spell the same text.
+/// there as is. Any occurrence will do: they all spell the same text. Searched with
+/// memchr's vectorised memmem: `str::find`'s two-way search over the managedFields that
+/// come before `name` and `uid` was about 2 % of the API server's samples (plan 0016 C3).
 fn find_value(json: &str, key: &str, value: &str) -> Option<Span> {
     if value.is_empty() {
         return Some(Span::default());
@@ -53,7 +55,7 @@ fn find_value(json: &str, key: &str, value: &str) -> Option<Span> {
         return None;
     }
     let pattern = format!("\"{key}\":\"{value}\"");
-    let at = json.find(&pattern)? + key.len() + 4;
+    let at = memchr::memmem::find(json.as_bytes(), pattern.as_bytes())? + key.len() + 4;
     Some(Span {
         at: u32::try_from(at).ok()?,
         len: u16::try_from(value.len()).ok()?,
