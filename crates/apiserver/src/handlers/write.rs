@@ -418,7 +418,12 @@ pub async fn update(
             ));
         }
         let old = events::served(res, current.value());
-        let new = prepare::update(res, &old, body.clone(), sub.is_some())?;
+        let sent = if sub.is_some() {
+            prepare::status_body(&body)
+        } else {
+            body.clone()
+        };
+        let new = prepare::update(res, &old, sent, sub.is_some())?;
         let outcome = finish(
             res,
             &events::stored(res, old),

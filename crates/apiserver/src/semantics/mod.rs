@@ -8,4 +8,6 @@ pub mod gc;
 pub mod meta;
 pub mod namespace_conditions;
 pub mod prepare;
+#[cfg(test)]
+mod prepare_status_tests;
 pub mod strategic;

@@ -248,9 +248,12 @@ pub fn update(res: &Resource, old: &Value, mut new: Value, status_only: bool) ->
         )));
     }
     if status_only {
-        let managed = new["metadata"]["managedFields"].clone();
-        let status = new.get("status").cloned();
-        new = old.clone();
+        let managed = new
+            .get_mut("metadata")
+            .and_then(|metadata| metadata.get_mut("managedFields"))
+            .map_or(Value::Null, Value::take);
+        let status = new.get_mut("status").map(Value::take);
+        new = without_status(old);
         if let Some(map) = new.as_object_mut() {
             match status {
                 Some(s) if !s.is_null() => {
@@ -336,6 +339,49 @@ pub fn update(res: &Resource, old: &Value, mut new: Value, status_only: bool) ->
         meta_mut(&mut new).insert("generation".into(), json!(generation));
     }
     Ok(new)
+}
+
+/// A copy of `old` without its `status` (a status write replaces it: copying it first was
+/// a copy of the whole object where one without its status will do).
+fn without_status(old: &Value) -> Value {
+    match old {
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .filter(|(key, _)| key.as_str() != "status")
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// What [`update`] reads of the body of a `/status` write: `apiVersion` and `kind`
+/// (checked), `metadata.name` (checked), `metadata.managedFields` and `status` (taken).
+/// A copy of those alone, not of the whole body: a status write sends the whole object,
+/// and [`update`] drops everything else of it (plan 0016 C3: half the manager's writes
+/// to Deployed are status writes).
+#[must_use]
+pub fn status_body(body: &Value) -> Value {
+    let Value::Object(members) = body else {
+        return body.clone();
+    };
+    let mut kept = Map::new();
+    for key in ["apiVersion", "kind", "status"] {
+        if let Some(value) = members.get(key) {
+            kept.insert(key.to_owned(), value.clone());
+        }
+    }
+    if let Some(Value::Object(metadata)) = members.get("metadata") {
+        let mut meta = Map::new();
+        for key in ["name", "managedFields"] {
+            if let Some(value) = metadata.get(key) {
+                meta.insert(key.to_owned(), value.clone());
+            }
+        }
+        kept.insert("metadata".to_owned(), Value::Object(meta));
+    }
+    Value::Object(kept)
 }
 
 /// Whether anything outside metadata (and status, with a status subresource) changed.
