@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use controllers::cache::decode::Decoded;
 use api::{
     Cluster, ComputeContract, ComputeContractPhase, Infra, NodeClaim, NodeClaimPhase, names,
 };
+use controllers::cache::decode::Decoded;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
