@@ -19,6 +19,7 @@
 //! - Nothing else changes: numbers, strings and nesting reach the type as the
 //!   deserializer gives them.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{
@@ -63,49 +64,34 @@ struct TrimmedSeed<S> {
     level: Level,
 }
 
-/// A key as the deserializer gives it: borrowed from the input when it can be.
-enum Key<'de> {
-    Borrowed(&'de str),
-    Owned(String),
-}
-
-impl Key<'_> {
-    fn as_str(&self) -> &str {
-        match self {
-            Self::Borrowed(key) => key,
-            Self::Owned(key) => key,
-        }
-    }
-}
-
-/// Reads one map key as a [`Key`].
+/// Reads one map key, borrowed from the input when it can be (no escapes in it).
 struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Key<'de>;
+    type Value = Cow<'de, str>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Key<'de>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Cow<'de, str>, D::Error> {
         deserializer.deserialize_str(self)
     }
 }
 
 impl<'de> Visitor<'de> for KeySeed {
-    type Value = Key<'de>;
+    type Value = Cow<'de, str>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a string key")
     }
 
-    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
-        Ok(Key::Borrowed(key))
+    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(key))
     }
 
-    fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
-        Ok(Key::Owned(key.to_owned()))
+    fn visit_str<E>(self, key: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(key.to_owned()))
     }
 
-    fn visit_string<E>(self, key: String) -> Result<Key<'de>, E> {
-        Ok(Key::Owned(key))
+    fn visit_string<E>(self, key: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(key))
     }
 }
 
@@ -128,16 +114,16 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for TrimmedMap<A> {
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
         while let Some(key) = self.inner.next_key_seed(KeySeed)? {
-            if self.level.skips(key.as_str()) {
+            if self.level.skips(&key) {
                 self.inner.next_value::<IgnoredAny>()?;
                 continue;
             }
-            self.below = self.level.below(key.as_str());
+            self.below = self.level.below(&key);
             return match key {
-                Key::Borrowed(key) => seed
+                Cow::Borrowed(key) => seed
                     .deserialize(de::value::BorrowedStrDeserializer::new(key))
                     .map(Some),
-                Key::Owned(key) => seed
+                Cow::Owned(key) => seed
                     .deserialize(de::value::StringDeserializer::new(key))
                     .map(Some),
             };
