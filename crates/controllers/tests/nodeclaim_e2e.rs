@@ -253,6 +253,59 @@ async fn cluster_delete_releases_everything() {
     );
 }
 
+/// A Cluster removed without its finalizer while the manager was away (its
+/// finalizer stripped by hand) has no Cluster reconcile to release its
+/// machines: the controller of claims whose Cluster is missing does, from
+/// the caches' initial lists, and lets the claims go.
+#[tokio::test]
+async fn a_cluster_removed_without_its_finalizer_still_has_its_machines_released() {
+    let mut env = start().await;
+    let client = env.client.clone();
+    two_claims_joined(&env).await;
+    env.kill_manager();
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    clusters
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    clusters
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        )
+        .await
+        .unwrap();
+    testkit::wait_gone(&clusters, "c1").await;
+    assert_eq!(
+        contracts(&client).list_all().await.len(),
+        2,
+        "nothing was released while the manager was away"
+    );
+    env.start_manager();
+    eventually("every machine released and every object gone", || async {
+        let infras: Api<Infra> = Api::namespaced(client.clone(), CONTRACT_NS);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), CONTRACT_NS);
+        (contracts(&client).list_all().await.is_empty()
+            && infras.list_all().await.is_empty()
+            && secrets.list_all().await.is_empty()
+            && claims(&client).list_all().await.is_empty())
+        .then_some(())
+    })
+    .await;
+    let released = env
+        .server
+        .history()
+        .iter()
+        .filter(|e| {
+            e.resource.ends_with("/computecontracts")
+                && e.change == apiserver::store::ChangeType::Deleted
+        })
+        .count();
+    assert_eq!(released, 2, "both contracts went");
+    assert_eq!(env.market.running_guests(), 0, "no guest is left running");
+}
+
 #[tokio::test]
 async fn bad_input_is_reported_and_disturbs_nothing() {
     let env = start().await;

@@ -20,7 +20,8 @@
 //! A kube-runtime controller only reconciles objects in its store, so claims
 //! whose Cluster does not exist get a second, small controller keyed by
 //! NodeClaim that runs the same reconcile for the missing Cluster's key (it
-//! reports ClusterNotFound, and releases whatever such claims still hold).
+//! reports ClusterNotFound, and releases whatever such claims still hold):
+//! [`orphans`].
 //!
 //! # Guarantees
 //! Converged inputs write nothing. Time comes from the injected clock; a
@@ -37,6 +38,7 @@ pub mod deleted;
 pub mod events;
 pub mod failed;
 pub mod first_seen;
+mod orphans;
 pub mod root;
 pub mod secrets;
 mod status;
@@ -206,50 +208,7 @@ pub fn controller(
     );
 
     // Claims whose Cluster does not exist: keyed by claim, same reconcile.
-    let claims_of = |indexes: Indexes| {
-        move |key: Option<ClusterKey>| -> Vec<ObjectRef<NodeClaim>> {
-            key.map(|key| indexes.claims_by_cluster.refs(&(key.namespace, key.name)))
-                .unwrap_or_default()
-        }
-    };
-    let orphans =
-        Controller::for_shared_stream(caches.nodeclaims.subscribe(), stores.claims.clone())
-            .watches_shared_stream(caches.clusters.subscribe(), {
-                let claims_of = claims_of(stores.indexes.clone());
-                move |cluster: Arc<Cluster>| {
-                    claims_of(Some(ClusterKey {
-                        namespace: cluster.namespace().unwrap_or_default(),
-                        name: cluster.name_any(),
-                    }))
-                }
-            })
-            .watches_shared_stream(caches.infras.subscribe(), {
-                let claims_of = claims_of(stores.indexes.clone());
-                move |infra: Arc<Infra>| claims_of(infra_cluster_key(&infra))
-            })
-            .watches_shared_stream(caches.contracts.subscribe(), {
-                let claims_of = claims_of(stores.indexes.clone());
-                let infras = stores.infras.clone();
-                let ns = ctx.contract_namespace.clone();
-                move |contract: Arc<ComputeContract>| {
-                    claims_of(labelled_cluster_key(&infras, &ns, contract.as_ref()))
-                }
-            })
-            .watches_shared_stream(caches.join_secrets.subscribe(), {
-                let claims_of = claims_of(stores.indexes.clone());
-                let infras = stores.infras.clone();
-                let ns = ctx.contract_namespace.clone();
-                move |secret: Arc<Secret>| {
-                    claims_of(labelled_cluster_key(&infras, &ns, secret.as_ref()))
-                }
-            });
-    let orphans = reconciler::run(
-        orphans,
-        METRICS_LABEL,
-        concurrency,
-        reconcile_orphan,
-        runtime,
-    );
+    let orphans = orphans::controller(caches, runtime);
 
     async move {
         futures::join!(by_cluster, orphans);
@@ -308,20 +267,6 @@ async fn reconcile_cluster(cluster: Arc<Cluster>, runtime: Arc<Runtime>) -> Resu
         namespace: cluster.namespace().unwrap_or_default(),
         name: cluster.name_any(),
     };
-    reconcile_key(&runtime, &key).await
-}
-
-/// Claims whose Cluster exists are the Cluster controller's; the rest are reconciled here.
-async fn reconcile_orphan(claim: Arc<NodeClaim>, runtime: Arc<Runtime>) -> Result<Action> {
-    // Before the Clusters' cache is listed every claim would look orphaned,
-    // lose its entry, and have its running machine released.
-    runtime.stores.wait_until_ready().await;
-    let key = ClusterKey::of_claim(&claim);
-    if key.name.is_empty() || key.name.contains('/') {
-        // Not a name: no Cluster can have it, so no other claim shares the key's objects.
-    } else if runtime.stores.clusters.get(&cluster_ref(&key)).is_some() {
-        return Ok(Action::await_change());
-    }
     reconcile_key(&runtime, &key).await
 }
 
