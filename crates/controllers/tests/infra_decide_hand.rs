@@ -19,6 +19,7 @@ use controllers::infra::problems::{
     REASON_RELEASED_BY_HAND,
 };
 use infra_support::{World, cc_name, infra, names};
+use kube::runtime::reflector::ObjectRef;
 
 fn row_state(world: &World, entry: &str) -> Option<ContractState> {
     let status = world.infra.status.as_ref()?;
@@ -278,13 +279,36 @@ fn only_a_composed_live_claim_holds_its_contract() {
     assert_eq!(held.keys().collect::<Vec<_>>(), [&a]);
     assert_eq!(held[&a], "tenant/a");
     for claim in &claims[1..] {
-        assert!(
-            infra_to_wake(claim).is_some(),
+        assert_eq!(
+            infra_to_wake(claim, infra_support::NS),
+            Some(ObjectRef::new(infra_support::INFRA).within(infra_support::NS)),
             "a claim that lets go wakes its Infra"
         );
     }
     assert!(
-        infra_to_wake(&claims[0]).is_none(),
+        infra_to_wake(&claims[0], infra_support::NS).is_none(),
         "a healthy claim's writes wake nothing"
+    );
+}
+
+/// An Infra decided before its claim reached the cache waits with the
+/// entry unserved (NodeClaimNotFound): the claim's own arrival must wake it.
+#[test]
+fn a_claim_its_infra_does_not_list_yet_wakes_the_infra_of_its_cluster() {
+    let new = claim("a", "ua", infra_support::CLUSTER, None);
+    assert_eq!(
+        infra_to_wake(&new, infra_support::NS),
+        Some(
+            ObjectRef::new(&api::names::infra_name(
+                infra_support::CLAIM_NS,
+                infra_support::CLUSTER
+            ))
+            .within(infra_support::NS)
+        )
+    );
+    assert_eq!(
+        api::names::infra_name(infra_support::CLAIM_NS, infra_support::CLUSTER),
+        infra_support::INFRA,
+        "the tests' Infra is the one its claims' Cluster composes into"
     );
 }

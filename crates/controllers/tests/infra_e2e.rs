@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod infra_support;
+#[path = "nodeclaim_e2e_support/lag.rs"]
+mod lag;
 
 use std::time::Duration;
 
@@ -11,7 +13,9 @@ use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASE_FINALIZER};
 use api::{Infra, InfraPhase};
 use apiserver::testing::{HistoryEntry, TestServer};
 use controllers::infra::{self};
-use infra_support::e2e::{CONTRACTS, Rig, eventually};
+use infra_support::e2e::{
+    CONTRACTS, Rig, eventually, fake_requester, install, served_spec_with, start_manager,
+};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -318,6 +322,33 @@ async fn a_node_entry_naming_no_claim_is_not_rented_and_says_so() {
         "a machine was rented for no claim"
     );
 
+    manager.kill();
+    requester.abort();
+}
+
+/// An Infra whose claims reach the Infra controller's cache after the Infra
+/// does (its claims' watch two seconds late): the first reconcile finds no
+/// claim and leaves the entries unserved (NodeClaimNotFound, no requeue); the
+/// claims' arrival wakes the Infra and both are rented.
+#[tokio::test]
+async fn an_infra_decided_before_its_claims_reached_the_cache_rents_once_they_do() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client();
+    install(&client).await;
+    let lagging = lag::lagging_watches(client.clone(), "nodeclaims", Duration::from_secs(2));
+    let manager = start_manager(&lagging);
+    let requester = tokio::spawn(fake_requester(client.clone(), Default::default()));
+    let infras: Api<Infra> = Api::namespaced(client.clone(), NS);
+    let spec = served_spec_with(&client, &["node-a", "node-b"]).await;
+    infras
+        .create(&PostParams::default(), &Infra::new(INFRA, spec))
+        .await
+        .unwrap();
+    eventually("both entries rented and Deployed", || async {
+        let status = infras.get(INFRA).await.ok()?.status?;
+        (status.phase == Some(InfraPhase::Deployed) && status.ready_contracts == 2).then_some(())
+    })
+    .await;
     manager.kill();
     requester.abort();
 }

@@ -145,14 +145,23 @@ pub fn in_use<'a>(
         .collect()
 }
 
-/// The Infra a claim's changes concern: the one its status says it is an
-/// entry of. Only a claim that may let a held contract go (being deleted,
-/// Failed, or no longer composed) wakes it; a healthy claim's status writes
-/// change nothing for the Infra controller.
+/// The Infra a claim's changes concern. A claim its Infra does not list
+/// yet (no `status.infra`: new, or never composed) wakes the Infra its
+/// Cluster's claims are composed into (`contract_namespace`/[`infra_name`]):
+/// that Infra may name it already and have been decided before the claim
+/// reached the cache (its entry then waits, NodeClaimNotFound, and nothing
+/// else would wake it). A listed claim wakes the Infra its status names, and
+/// only when it may let a held contract go (being deleted, Failed, or no
+/// longer composed): a healthy claim's status writes change nothing for the
+/// Infra controller.
 #[must_use]
-pub fn infra_to_wake(claim: &NodeClaim) -> Option<ObjectRef<Infra>> {
+pub fn infra_to_wake(claim: &NodeClaim, contract_namespace: &str) -> Option<ObjectRef<Infra>> {
+    let Some(at) = claim.status.as_ref().and_then(|s| s.infra.as_ref()) else {
+        let namespace = claim.namespace()?;
+        let cluster = &claim.spec.cluster_name;
+        return Some(ObjectRef::new(&infra_name(&namespace, cluster)).within(contract_namespace));
+    };
     let status = claim.status.as_ref()?;
-    let at = status.infra.as_ref()?;
     let composed = find_condition(&status.conditions, INFRA_COMPOSED)
         .is_some_and(|c| c.status == ConditionStatus::True);
     let may_let_go = claim.metadata.deletion_timestamp.is_some()

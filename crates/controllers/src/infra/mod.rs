@@ -117,8 +117,9 @@ pub fn controller(
         Controller::for_shared_stream(caches.infras.subscribe(), caches.infras.store())
             .owns_shared_stream(caches.contracts.subscribe())
             .owns_shared_stream(caches.atproto_records.subscribe())
-            .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<NodeClaim>| {
-                claims::infra_to_wake(&claim)
+            .watches_shared_stream(caches.nodeclaims.subscribe(), {
+                let namespace = ctx.contract_namespace.clone();
+                move |claim: Arc<NodeClaim>| claims::infra_to_wake(&claim, &namespace)
             });
     let concurrency = ctx.concurrency;
     let state = Arc::new(Reconciler {
