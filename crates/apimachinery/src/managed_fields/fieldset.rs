@@ -138,6 +138,19 @@ impl FieldSet {
         }
     }
 
+    /// The set of `paths` (root paths left out, duplicates once), built in one go: a walk
+    /// finds its paths in order, and inserting each into the tree searched it from the
+    /// root, comparing its long shared prefixes element by element again (plan 0016 C3:
+    /// those inserts were about 2 % of the API server's samples). `BTreeSet`'s
+    /// `FromIterator` sorts (one pass over paths already in order) and builds the tree
+    /// without a search per path.
+    #[must_use]
+    pub fn from_paths(paths: Vec<FieldPath>) -> Self {
+        Self {
+            paths: paths.into_iter().filter(|path| !path.is_empty()).collect(),
+        }
+    }
+
     /// Whether the path itself is a member.
     #[must_use]
     pub fn contains(&self, path: &[Element]) -> bool {
@@ -236,10 +249,10 @@ impl FieldSet {
     /// failing, like a lenient decoder: the server validates what clients send elsewhere.
     #[must_use]
     pub fn from_fields_v1(fields: &Value) -> Self {
-        let mut set = Self::new();
+        let mut paths = Vec::new();
         let mut path = Vec::new();
-        collect(fields, &mut path, &mut set);
-        set
+        collect(fields, &mut path, &mut paths);
+        Self::from_paths(paths)
     }
 }
 
@@ -263,19 +276,19 @@ impl Node {
     }
 }
 
-fn collect(node: &Value, path: &mut FieldPath, set: &mut FieldSet) {
+fn collect(node: &Value, path: &mut FieldPath, paths: &mut Vec<FieldPath>) {
     let Value::Object(children) = node else {
         return;
     };
     if children.is_empty() || children.contains_key(".") {
-        set.insert(path.clone());
+        paths.push(path.clone());
     }
     for (element, child) in children {
         if element == "." {
             continue;
         }
         path.push(element.clone());
-        collect(child, path, set);
+        collect(child, path, paths);
         path.pop();
     }
 }
@@ -312,6 +325,39 @@ mod tests {
             let mut in_place = large.clone();
             in_place.remove_all(&other);
             assert_eq!(in_place, large.difference(&other));
+        }
+    }
+
+    #[test]
+    fn from_paths_is_the_set_of_paths_inserted_one_by_one() {
+        let paths: Vec<FieldPath> = [
+            &["f:b"][..],
+            &[],
+            &["f:a", "f:c"],
+            &["f:a"],
+            &["f:b"],
+            &["k:{\"x\":1}", "f:y"],
+        ]
+        .iter()
+        .map(|path| path.iter().map(|e| (*e).to_owned()).collect())
+        .collect();
+        let one_by_one: FieldSet = paths.clone().into_iter().collect();
+        assert_eq!(FieldSet::from_paths(paths), one_by_one);
+        assert_eq!(one_by_one.len(), 4);
+    }
+
+    proptest::proptest! {
+        /// Any paths, in any order, with duplicates and root paths: the set built in one
+        /// go is the set inserted path by path.
+        #[test]
+        fn from_paths_answers_as_inserting_each(
+            paths in proptest::collection::vec(
+                proptest::collection::vec("(f:[ab]{0,2}|k:[ab]|\\.)", 0..4),
+                0..24,
+            )
+        ) {
+            let one_by_one: FieldSet = paths.clone().into_iter().collect();
+            proptest::prop_assert_eq!(FieldSet::from_paths(paths), one_by_one);
         }
     }
 

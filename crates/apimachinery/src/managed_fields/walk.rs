@@ -150,17 +150,17 @@ impl<'v> Position<'v> {
 /// # Errors
 /// A list-map element without its keys, or two elements with the same keys.
 pub(crate) fn field_set(value: &Value, schema: &Schema<'_>) -> Result<FieldSet, String> {
-    let mut set = FieldSet::new();
+    let mut paths = Vec::new();
     let mut position = Position::default();
-    collect_fields(value, &mut position, schema, &mut set, false)?;
-    Ok(set)
+    collect_fields(value, &mut position, schema, &mut paths, false)?;
+    Ok(FieldSet::from_paths(paths))
 }
 
 fn collect_fields<'v>(
     value: &'v Value,
     at: &mut Position<'v>,
     schema: &Schema<'_>,
-    set: &mut FieldSet,
+    paths: &mut Vec<FieldPath>,
     element: bool,
 ) -> Result<(), String> {
     match value {
@@ -168,25 +168,25 @@ fn collect_fields<'v>(
             for (name, child) in members {
                 at.enter_field(name);
                 if !untracked(&at.path) {
-                    collect_fields(child, at, schema, set, false)?;
+                    collect_fields(child, at, schema, paths, false)?;
                 }
                 at.leave_field();
             }
         }
         Value::Array(items) => match schema.list_type(&at.names) {
-            ListType::Atomic => set.insert(at.path.clone()),
+            ListType::Atomic => paths.push(at.path.clone()),
             list_type => {
                 for (element, item) in index_items(&list_type, items, true, &at.path)? {
                     at.path.push(element);
-                    set.insert(at.path.clone());
+                    paths.push(at.path.clone());
                     if matches!(list_type, ListType::Map(_)) {
-                        collect_fields(item, at, schema, set, true)?;
+                        collect_fields(item, at, schema, paths, true)?;
                     }
                     at.path.pop();
                 }
             }
         },
-        _ => set.insert(at.path.clone()),
+        _ => paths.push(at.path.clone()),
     }
     Ok(())
 }
@@ -203,17 +203,30 @@ pub(crate) struct Comparison {
 }
 
 pub(crate) fn compare<'v>(old: &'v Value, new: &'v Value, schema: &Schema<'_>) -> Comparison {
-    let mut comparison = Comparison::default();
+    let mut found = Found::default();
     let mut position = Position::default();
     compare_at(
         Some(old),
         Some(new),
         &mut position,
         schema,
-        &mut comparison,
+        &mut found,
         false,
     );
-    comparison
+    Comparison {
+        added: FieldSet::from_paths(found.added),
+        modified: FieldSet::from_paths(found.modified),
+        removed: FieldSet::from_paths(found.removed),
+    }
+}
+
+/// The paths of a [`Comparison`] as the walk finds them, made sets at the end
+/// ([`FieldSet::from_paths`]).
+#[derive(Default)]
+struct Found {
+    added: Vec<FieldPath>,
+    modified: Vec<FieldPath>,
+    removed: Vec<FieldPath>,
 }
 
 fn compare_at<'v>(
@@ -221,7 +234,7 @@ fn compare_at<'v>(
     new: Option<&'v Value>,
     at: &mut Position<'v>,
     schema: &Schema<'_>,
-    out: &mut Comparison,
+    out: &mut Found,
     element: bool,
 ) {
     // Equal values hold no change at any depth: no walk below them (a write usually
@@ -234,8 +247,8 @@ fn compare_at<'v>(
     }
     match (old, new) {
         (None, None) => return,
-        (None, Some(_)) if !container_only(&at.path) => out.added.insert(at.path.clone()),
-        (Some(_), None) if !container_only(&at.path) => out.removed.insert(at.path.clone()),
+        (None, Some(_)) if !container_only(&at.path) => out.added.push(at.path.clone()),
+        (Some(_), None) if !container_only(&at.path) => out.removed.push(at.path.clone()),
         _ => {}
     }
     let shape = |value: Option<&Value>| match value {
@@ -248,7 +261,7 @@ fn compare_at<'v>(
         // A changed kind of value: the node is modified, whatever was below the old
         // value is removed and whatever is below the new one added (structured-merge-diff
         // walks each side on its own).
-        out.modified.insert(at.path.clone());
+        out.modified.push(at.path.clone());
         compare_children(old, None, at, schema, out, element);
         compare_children(None, new, at, schema, out, element);
         return;
@@ -262,7 +275,7 @@ fn compare_children<'v>(
     new: Option<&'v Value>,
     at: &mut Position<'v>,
     schema: &Schema<'_>,
-    out: &mut Comparison,
+    out: &mut Found,
     element: bool,
 ) {
     match old.or(new) {
@@ -314,8 +327,8 @@ fn compare_children<'v>(
                     compare_at(before, after, at, schema, out, true);
                 } else {
                     match (before, after) {
-                        (None, Some(_)) => out.added.insert(at.path.clone()),
-                        (Some(_), None) => out.removed.insert(at.path.clone()),
+                        (None, Some(_)) => out.added.push(at.path.clone()),
+                        (Some(_), None) => out.removed.push(at.path.clone()),
                         _ => {}
                     }
                 }
@@ -326,7 +339,7 @@ fn compare_children<'v>(
             if let (Some(before), Some(after)) = (old, new)
                 && before != after
             {
-                out.modified.insert(at.path.clone());
+                out.modified.push(at.path.clone());
             }
         }
     }
