@@ -238,15 +238,7 @@ async fn cluster_delete_releases_everything() {
         (phase_of(client, "worker-c").await == Some(NodeClaimPhase::Joined)).then_some(())
     })
     .await;
-    let rented = env
-        .server
-        .history()
-        .iter()
-        .filter(|e| {
-            e.resource.ends_with("/computecontracts")
-                && e.change == apiserver::store::ChangeType::Added
-        })
-        .count();
+    let rented = contracts_changed(&env, apiserver::store::ChangeType::Added);
     assert_eq!(
         rented, 3,
         "two machines for the old Cluster, one for the new"
@@ -293,16 +285,11 @@ async fn a_cluster_removed_without_its_finalizer_still_has_its_machines_released
         .then_some(())
     })
     .await;
-    let released = env
-        .server
-        .history()
-        .iter()
-        .filter(|e| {
-            e.resource.ends_with("/computecontracts")
-                && e.change == apiserver::store::ChangeType::Deleted
-        })
-        .count();
-    assert_eq!(released, 2, "both contracts went");
+    assert_eq!(
+        contracts_changed(&env, apiserver::store::ChangeType::Deleted),
+        2,
+        "both contracts went"
+    );
     assert_eq!(env.market.running_guests(), 0, "no guest is left running");
 }
 

@@ -197,6 +197,16 @@ pub fn fast_timing() -> Timing {
 
 pub use testkit::eventually;
 
+/// How many ComputeContracts the server's history shows `change`d (Added:
+/// machines rented; Deleted: contracts gone).
+pub fn contracts_changed(env: &Env, change: apiserver::store::ChangeType) -> usize {
+    env.server
+        .history()
+        .iter()
+        .filter(|e| e.resource.ends_with("/computecontracts") && e.change == change)
+        .count()
+}
+
 pub async fn create_cluster(client: &Client, name: &str, with_url: bool) -> Cluster {
     let created = testkit::create_cluster(client, NS, name, "did:plc:tenant").await;
     if with_url {
