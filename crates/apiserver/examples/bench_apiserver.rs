@@ -379,9 +379,12 @@ async fn watch(client: kube::Client, start: u64, expected: usize, how: Watching)
 }
 
 /// Counts the lines a read ends (a line cut by a closed stream is not counted: the
-/// resumed watch sends it again).
+/// resumed watch sends it again). With memchr's vector search, as a client that only
+/// splits lines would: the byte-by-byte count compiled to four bytes a step and took
+/// about a tenth of the machine's CPU while 100 watchers drained, a cost of this
+/// benchmark's client charged to the server's fan-out.
 fn count_lines(read: &[u8]) -> usize {
-    read.iter().filter(|b| **b == b'\n').count()
+    memchr::memchr_iter(b'\n', read).count()
 }
 
 /// Decodes the lines a read ends (the first continuing `partial`) as kube-rs does, each
