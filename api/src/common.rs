@@ -1,12 +1,11 @@
 //! Value types shared by several kinds: resources, location, receipts, guests,
 //! node join parameters and references.
 
-use std::collections::BTreeMap;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::COUNTRY_PATTERN;
+use crate::string_map::StringMap;
 
 /// The largest integer every JSON reader holds exactly (2^53 - 1, JavaScript's
 /// `Number.MAX_SAFE_INTEGER`; kubectl and the schema validators read numbers as
@@ -127,8 +126,8 @@ pub struct NodeJoin {
     /// Name the node registers under.
     pub node_name: String,
     /// Labels the node registers with.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "StringMap::is_empty")]
+    pub labels: StringMap,
     /// Taints the node registers with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,

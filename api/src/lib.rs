@@ -20,6 +20,7 @@ pub mod mapping;
 pub mod names;
 pub mod nodeclaim;
 pub mod requester;
+pub mod string_map;
 
 pub use atproto_market::*;
 pub use atproto_record::*;
@@ -32,6 +33,7 @@ pub use mapping::*;
 pub use names::*;
 pub use nodeclaim::*;
 pub use requester::*;
+pub use string_map::StringMap;
 
 /// The API group of every kind.
 pub const GROUP: &str = "socialweb.computer";

@@ -64,7 +64,7 @@ fn node_join() -> impl Strategy<Value = NodeJoin> {
         .prop_map(|(api_server, node_name, labels, taints)| NodeJoin {
             api_server,
             node_name,
-            labels,
+            labels: labels.into(),
             taints,
         })
 }

@@ -12,7 +12,7 @@ use api::names::{
 };
 use api::{
     Cluster, ClusterKind, ClusterRef, ContractEntry, Infra, InfraRef, InfraSpec, NodeClaim,
-    NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef, is_did,
+    NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef, StringMap, is_did,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
@@ -339,7 +339,7 @@ pub fn node_join(key: &ClusterKey, api_server: &str, claim_name: &str, entry: &s
     NodeJoin {
         api_server: api_server.to_owned(),
         node_name: node_name(claim_name, entry),
-        labels: BTreeMap::from([
+        labels: StringMap::from([
             (INFRA_NAME_LABEL.to_owned(), key.infra_name()),
             (CONTRACT_LABEL.to_owned(), entry.to_owned()),
         ]),

@@ -55,7 +55,7 @@ pub fn node(name: &str) -> NodeEntry {
         node_join: Some(NodeJoin {
             api_server: "https://tenant.example:6443".to_owned(),
             node_name: format!("{name}-host"),
-            labels: BTreeMap::new(),
+            labels: api::StringMap::new(),
             taints: vec![],
         }),
         node_claim_ref: NodeClaimRef {

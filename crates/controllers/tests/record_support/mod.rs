@@ -365,7 +365,7 @@ pub fn spec_with(entries: &[&str]) -> InfraSpec {
                 node_join: Some(NodeJoin {
                     api_server: format!("https://{}.example:6443", MARKER.to_lowercase()),
                     node_name: format!("{}-node", MARKER.to_lowercase()),
-                    labels: BTreeMap::new(),
+                    labels: api::StringMap::new(),
                     taints: vec![],
                 }),
                 node_claim_ref: NodeClaimRef {
