@@ -1,0 +1,77 @@
+//! What one object of each cached kind weighs as the shared cache stores it:
+//! decoded from its watch event as the cache decodes it (`cache::decode`:
+//! managedFields and kubectl's annotation left out, a join Secret reduced to
+//! its token and digest), then cloned into an `Arc` as kube-runtime's store
+//! Writer keeps it. Counted by dhat's allocator, the bytes asked for (not
+//! an allocator's rounding, nor its pages): the figure a cut
+//! of the cached form moves, before the RSS of `bench-scale --external`
+//! shows it through its noise (plans 0016 C2 and 0017).
+//!
+//! The objects are a Deployed contract, its Joined claim, its join Secret
+//! and an Infra of three nodes, from `manager dev` with `examples/` applied
+//! (`cache_weight/*.json`; the Secret's token replaced).
+//!
+//! `cargo run --release -p controllers --example cache_weight`
+
+#![allow(clippy::expect_used)] // a fixture that does not parse is a broken example: fail loudly
+
+use std::sync::Arc;
+
+use api::{ComputeContract, Infra, NodeClaim};
+use controllers::cache::decode::Decoded;
+use k8s_openapi::api::core::v1::Secret;
+use serde::de::DeserializeOwned;
+
+// dhat's allocator counts the bytes asked for and held (no unsafe of ours:
+// the workspace forbids it).
+#[global_allocator]
+static ALLOCATOR: dhat::Alloc = dhat::Alloc;
+
+fn held() -> usize {
+    dhat::HeapStats::get().curr_bytes
+}
+
+/// Copies weighed at once, so that one copy's figure is a mean.
+const COPIES: usize = 1000;
+
+/// The bytes one stored copy of `json` holds, the `Arc` with the object inline included.
+fn stored_weight<K: DeserializeOwned + Clone + 'static>(json: &str) -> usize {
+    let mut stored: Vec<Arc<K>> = Vec::with_capacity(COPIES);
+    let before = held();
+    for _ in 0..COPIES {
+        let decoded: Decoded<K> = serde_json::from_str(json).expect("the fixture parses");
+        let Decoded::Object(object) = decoded else {
+            panic!("the fixture decodes as {}", std::any::type_name::<K>());
+        };
+        // As kube-runtime's Writer stores it: a clone, the decoded copy dropped.
+        stored.push(Arc::new(object.clone()));
+    }
+    let weight = held() - before;
+    drop(stored);
+    weight / COPIES
+}
+
+fn main() {
+    // Testing mode: counts, writes no profile.
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let contract = stored_weight::<ComputeContract>(include_str!("cache_weight/contract.json"));
+    let claim = stored_weight::<NodeClaim>(include_str!("cache_weight/claim.json"));
+    let secret = stored_weight::<Secret>(include_str!("cache_weight/secret.json"));
+    let infra = stored_weight::<Infra>(include_str!("cache_weight/infra.json"));
+    let infra_nodes = 3;
+    let per_node = contract + claim + secret + infra / infra_nodes;
+    println!(
+        "cache-weight: one object of each kind as the shared cache stores it (bytes asked for)"
+    );
+    println!("  Deployed ComputeContract  {contract:>6} B");
+    println!("  Joined NodeClaim          {claim:>6} B");
+    println!("  join Secret               {secret:>6} B");
+    println!(
+        "  Infra of {infra_nodes} nodes           {infra:>6} B ({} B a node)",
+        infra / infra_nodes
+    );
+    println!(
+        "  a node's objects          {per_node:>6} B = {:.1} KiB (plan 0017's budget for them: 2.3 KiB)",
+        per_node as f64 / 1024.0
+    );
+}
