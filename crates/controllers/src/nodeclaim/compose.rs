@@ -55,6 +55,15 @@ impl ClusterKey {
         }
     }
 
+    /// The key of `cluster` itself.
+    #[must_use]
+    pub fn of_cluster(cluster: &Cluster) -> Self {
+        Self {
+            namespace: cluster.namespace().unwrap_or_default(),
+            name: cluster.name_any(),
+        }
+    }
+
     /// The name of this Cluster's Infra.
     #[must_use]
     pub fn infra_name(&self) -> String {

@@ -263,11 +263,7 @@ fn labelled_cluster_key<K: ResourceExt>(
 }
 
 async fn reconcile_cluster(cluster: Arc<Cluster>, runtime: Arc<Runtime>) -> Result<Action> {
-    let key = ClusterKey {
-        namespace: cluster.namespace().unwrap_or_default(),
-        name: cluster.name_any(),
-    };
-    reconcile_key(&runtime, &key).await
+    reconcile_key(&runtime, &ClusterKey::of_cluster(&cluster)).await
 }
 
 /// One reconcile of a Cluster key: read the cache, decide, act.
@@ -455,13 +451,7 @@ fn owner_clusters(
         .iter()
         .filter_map(|c| {
             let uid = c.uid().filter(|uid| uids.contains(uid))?;
-            Some((
-                uid,
-                ClusterKey {
-                    namespace: c.namespace().unwrap_or_default(),
-                    name: c.name_any(),
-                },
-            ))
+            Some((uid, ClusterKey::of_cluster(c)))
         })
         .collect()
 }

@@ -29,7 +29,6 @@ use std::sync::Arc;
 use api::{Cluster, ComputeContract, Infra, NodeClaim};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -72,12 +71,7 @@ pub(super) fn controller(
     let orphans = Controller::for_shared_stream(claims, stores.claims.clone())
         .watches_shared_stream(caches.clusters.subscribe(), {
             let claims_of = claims_of(stores.indexes.clone(), stores.clusters.clone());
-            move |cluster: Arc<Cluster>| {
-                claims_of(Some(ClusterKey {
-                    namespace: cluster.namespace().unwrap_or_default(),
-                    name: cluster.name_any(),
-                }))
-            }
+            move |cluster: Arc<Cluster>| claims_of(Some(ClusterKey::of_cluster(&cluster)))
         })
         .watches_shared_stream(caches.infras.subscribe(), {
             let claims_of = claims_of(stores.indexes.clone(), stores.clusters.clone());
