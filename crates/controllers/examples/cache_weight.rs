@@ -57,8 +57,13 @@ fn main() {
     let contract = stored_weight::<ComputeContract>(include_str!("cache_weight/contract.json"));
     let claim = stored_weight::<NodeClaim>(include_str!("cache_weight/claim.json"));
     let secret = stored_weight::<Secret>(include_str!("cache_weight/secret.json"));
-    let infra = stored_weight::<Infra>(include_str!("cache_weight/infra.json"));
-    let infra_nodes = 3;
+    let infra_json = include_str!("cache_weight/infra.json");
+    let infra = stored_weight::<Infra>(infra_json);
+    let infra_nodes = serde_json::from_str::<Infra>(infra_json)
+        .expect("the fixture parses")
+        .spec
+        .nodes
+        .len();
     let per_node = contract + claim + secret + infra / infra_nodes;
     println!(
         "cache-weight: one object of each kind as the shared cache stores it (bytes asked for)"

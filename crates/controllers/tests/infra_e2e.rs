@@ -14,7 +14,8 @@ use api::{Infra, InfraPhase};
 use apiserver::testing::{HistoryEntry, TestServer};
 use controllers::infra::{self};
 use infra_support::e2e::{
-    CONTRACTS, Rig, eventually, fake_requester, install, served_spec_with, start_manager,
+    CONTRACTS, Rig, deployed_with, eventually, fake_requester, install, served_spec_with,
+    start_manager,
 };
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::ResourceExt;
@@ -72,15 +73,6 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         infras,
         contracts,
     } = Rig::start().await;
-    let deployed_with = |count: u32| {
-        let infras = infras.clone();
-        async move {
-            let infra = infras.get(INFRA).await.ok()?;
-            let status = infra.status.clone()?;
-            (status.phase == Some(InfraPhase::Deployed) && status.ready_contracts == count)
-                .then_some(infra)
-        }
-    };
 
     // SCALE-UP: two entries -> two ComputeContracts, the Infra Deployed.
     infras
@@ -90,7 +82,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         )
         .await
         .unwrap();
-    let deployed = eventually("the Infra to be Deployed", || deployed_with(2)).await;
+    let deployed = eventually("the Infra to be Deployed", || deployed_with(&infras, 2)).await;
     assert!(
         deployed
             .finalizers()
@@ -189,7 +181,7 @@ async fn infra_scales_up_down_and_releases_everything_before_it_goes() {
         )
         .await
         .unwrap();
-    eventually("three contracts Deployed", || deployed_with(3)).await;
+    eventually("three contracts Deployed", || deployed_with(&infras, 3)).await;
 
     // A contract fails (the Requester's status, as the fake one writes it):
     // the one Event of the whole life, a Warning naming it.
@@ -344,9 +336,8 @@ async fn an_infra_decided_before_its_claims_reached_the_cache_rents_once_they_do
         .create(&PostParams::default(), &Infra::new(INFRA, spec))
         .await
         .unwrap();
-    eventually("both entries rented and Deployed", || async {
-        let status = infras.get(INFRA).await.ok()?.status?;
-        (status.phase == Some(InfraPhase::Deployed) && status.ready_contracts == 2).then_some(())
+    eventually("both entries rented and Deployed", || {
+        deployed_with(&infras, 2)
     })
     .await;
     manager.kill();

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use api::{ComputeContract, Infra, InfraPhase};
+use api::{ComputeContract, Infra};
 use apiserver::store::ChangeType;
 use apiserver::testing::TestServer;
-use infra_support::e2e::{CONTRACTS, eventually, fake_requester, install, start_manager};
+use infra_support::e2e::{
+    CONTRACTS, deployed_with, eventually, fake_requester, install, start_manager,
+};
 use infra_support::{INFRA, NS, cc_name, plain_spec_with};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use testkit::ListAll;
@@ -55,11 +57,7 @@ async fn a_restart_mid_release_loses_no_release_and_duplicates_nothing() {
         )
         .await
         .unwrap();
-    eventually("the Infra to be Deployed", || async {
-        let status = infras.get(INFRA).await.ok()?.status?;
-        (status.phase == Some(InfraPhase::Deployed) && status.ready_contracts == 3).then_some(())
-    })
-    .await;
+    eventually("the Infra to be Deployed", || deployed_with(&infras, 3)).await;
 
     // Releases now stay at Releasing: remove an entry, then delete the Infra.
     hold_releases.store(true, Ordering::SeqCst);

@@ -5,14 +5,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractPhase as P, InfraSpec, NodeClaim};
+use api::{ComputeContract, ComputeContractPhase as P, Infra, InfraPhase, InfraSpec, NodeClaim};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::{CLAIM_NS, CLUSTER, NS};
+use super::{CLAIM_NS, CLUSTER, INFRA, NS};
 
 pub const CONTRACTS: &str = "socialweb.computer/computecontracts";
+
+/// The Infra [`INFRA`] once it is Deployed with `count` ready contracts, for [`eventually`].
+pub async fn deployed_with(infras: &Api<Infra>, count: u32) -> Option<Infra> {
+    let infra = infras.get(INFRA).await.ok()?;
+    let status = infra.status.as_ref()?;
+    (status.phase == Some(InfraPhase::Deployed) && status.ready_contracts == count).then_some(infra)
+}
 
 pub async fn install(client: &Client) {
     testkit::install_crds(client).await;
