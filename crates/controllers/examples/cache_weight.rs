@@ -1,7 +1,7 @@
 //! What one object of each cached kind weighs as the shared cache stores it:
 //! decoded from its watch event as the cache decodes it (`cache::decode`:
-//! managedFields and kubectl's annotation left out, a join Secret reduced to
-//! its token and digest), then cloned into an `Arc` as kube-runtime's store
+//! managedFields and kubectl's annotation left out, a join Secret kept as a
+//! `CachedJoinSecret`: its labels, token and digest), then cloned into an `Arc` as kube-runtime's store
 //! Writer keeps it. Counted by dhat's allocator, the bytes asked for (not
 //! an allocator's rounding, nor its pages): the figure a cut
 //! of the cached form moves, before the RSS of `bench-scale --external`
@@ -18,8 +18,8 @@
 use std::sync::Arc;
 
 use api::{ComputeContract, Infra, NodeClaim};
+use controllers::cache::CachedJoinSecret;
 use controllers::cache::decode::Decoded;
-use k8s_openapi::api::core::v1::Secret;
 use serde::de::DeserializeOwned;
 
 // dhat's allocator counts the bytes asked for and held (no unsafe of ours:
@@ -56,7 +56,7 @@ fn main() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let contract = stored_weight::<ComputeContract>(include_str!("cache_weight/contract.json"));
     let claim = stored_weight::<NodeClaim>(include_str!("cache_weight/claim.json"));
-    let secret = stored_weight::<Secret>(include_str!("cache_weight/secret.json"));
+    let secret = stored_weight::<CachedJoinSecret>(include_str!("cache_weight/secret.json"));
     let infra_json = include_str!("cache_weight/infra.json");
     let infra = stored_weight::<Infra>(infra_json);
     let infra_nodes = serde_json::from_str::<Infra>(infra_json)

@@ -50,6 +50,8 @@
 
 pub mod decode;
 pub mod index;
+pub mod join_secret;
+mod labelled;
 
 use std::{
     borrow::Cow,
@@ -64,7 +66,7 @@ use api::{
 };
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
-use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, Client, Resource,
     runtime::{
@@ -81,6 +83,8 @@ use api::Cluster;
 use decode::{Decoded, Lenient, Undecodable};
 pub use index::Index;
 use index::Indexer;
+pub use join_secret::CachedJoinSecret;
+pub use labelled::Labelled;
 
 use crate::event_recorder::Recorder;
 use crate::metrics::Metrics;
@@ -405,7 +409,7 @@ pub struct Indexes {
     /// ComputeContracts by the Infra their label names.
     pub contracts_by_infra: Arc<Index<ComputeContract, String>>,
     /// Join Secrets by the Infra their label names.
-    pub join_secrets_by_infra: Arc<Index<Secret, String>>,
+    pub join_secrets_by_infra: Arc<Index<CachedJoinSecret, String>>,
     /// ComputeContracts by (namespace, phase): how many there are, how many
     /// are in flight (Bidding or Accepted), the phase gauge.
     pub contracts_by_phase: Arc<Index<ComputeContract, (String, Option<ComputeContractPhase>)>>,
@@ -413,13 +417,8 @@ pub struct Indexes {
 
 impl Indexes {
     fn new() -> Self {
-        fn infra_label<K: Resource>(object: &K) -> Option<String> {
-            object
-                .meta()
-                .labels
-                .as_ref()?
-                .get(names::INFRA_NAME_LABEL)
-                .cloned()
+        fn infra_label<K: Labelled>(object: &K) -> Option<String> {
+            object.label(names::INFRA_NAME_LABEL).map(str::to_owned)
         }
         Self {
             claims_by_cluster: Arc::new(Index::new(|claim: &NodeClaim| {
@@ -429,7 +428,7 @@ impl Indexes {
                 ))
             })),
             contracts_by_infra: Arc::new(Index::new(infra_label::<ComputeContract>)),
-            join_secrets_by_infra: Arc::new(Index::new(infra_label::<Secret>)),
+            join_secrets_by_infra: Arc::new(Index::new(infra_label::<CachedJoinSecret>)),
             contracts_by_phase: Arc::new(Index::new(|contract: &ComputeContract| {
                 Some((
                     contract.metadata.namespace.clone().unwrap_or_default(),
@@ -502,7 +501,7 @@ pub struct SharedCaches {
     /// Not part of [`CacheReadiness`]: no reconcile decides from them.
     pub outside_requesters: Shared<Requester>,
     /// Join Secrets of the contract namespace (those labelled with a contract entry).
-    pub join_secrets: Shared<Secret>,
+    pub join_secrets: Shared<CachedJoinSecret>,
     /// AtprotoRecords of the contract namespace.
     pub atproto_records: Shared<AtprotoRecord>,
     /// Clusters of every namespace.

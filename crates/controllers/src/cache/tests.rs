@@ -1,6 +1,7 @@
 //! The fan-out, the spec-change filter and the readiness of the shared caches.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::ObjectMeta;
 
 fn secret(name: &str) -> Secret {

@@ -23,11 +23,11 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use super::compose::ClusterKey;
 use super::secrets::JoinSecret;
+use crate::cache::CachedJoinSecret;
 
 /// How long a create is held back for a cache that does not show it yet; a
 /// watch event takes milliseconds, so past this the Secret is taken as gone.
@@ -65,7 +65,7 @@ impl CreatedSecrets {
     pub fn hold_back(
         &self,
         key: &ClusterKey,
-        cached: &[&Secret],
+        cached: &[&CachedJoinSecret],
         now: DateTime<Utc>,
         writes: &mut Vec<JoinSecret>,
     ) -> bool {
@@ -103,11 +103,11 @@ mod tests {
             .with_timezone(&Utc)
     }
 
-    fn cached(name: &str) -> Secret {
-        let mut secret = Secret::default();
+    fn cached(name: &str) -> CachedJoinSecret {
+        let mut secret = k8s_openapi::api::core::v1::Secret::default();
         secret.metadata.name = Some(name.to_owned());
         secret.metadata.uid = Some(format!("uid-{name}"));
-        secret
+        secret.into()
     }
 
     /// A write of join Secret `name`: a create, or an apply keeping `token`.

@@ -28,7 +28,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use api::names::{CLUSTER_FINALIZER, CONTRACT_LABEL, NODECLAIM_FINALIZER, join_secret_name};
 use api::{Cluster, ComputeContract, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
@@ -38,6 +37,7 @@ use super::conditions::reason;
 use super::root::RootState;
 use super::secrets::{JoinSecret, desired_join_secret};
 use super::status::{self, ClaimView, Outcome};
+use crate::cache::{CachedJoinSecret, Labelled};
 use crate::time::earliest;
 use crate::write::Seen;
 
@@ -55,7 +55,7 @@ pub struct Observed<'a> {
     /// The ComputeContracts labelled with that Infra's name.
     pub contracts: &'a [&'a ComputeContract],
     /// The join Secrets labelled with that Infra's name.
-    pub secrets: &'a [&'a Secret],
+    pub secrets: &'a [&'a CachedJoinSecret],
     /// Where Infras, contracts and join Secrets live.
     pub contract_namespace: &'a str,
     /// Whether a live Requester runs the contract namespace (claims compose only then).
@@ -542,11 +542,11 @@ fn compose_claim(
 }
 
 /// Objects keyed by their contract entry label.
-pub(super) fn by_entry<'a, K: ResourceExt + 'a>(
+pub(super) fn by_entry<'a, K: Labelled + 'a>(
     objects: impl Iterator<Item = &'a K>,
 ) -> BTreeMap<&'a str, &'a K> {
     objects
-        .filter_map(|o| Some((o.labels().get(CONTRACT_LABEL)?.as_str(), o)))
+        .filter_map(|o| Some((o.label(CONTRACT_LABEL)?, o)))
         .collect()
 }
 

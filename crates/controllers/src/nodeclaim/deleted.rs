@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Secret;
+use crate::cache::CachedJoinSecret;
 use kube::ResourceExt;
 
 use super::awaited::AwaitedUids;
@@ -39,7 +39,7 @@ impl DeletedSecrets {
     /// every join Secret of the key's Infra) still holds; forgets the key's
     /// others.
     #[must_use]
-    pub fn still_cached(&self, key: &ClusterKey, cached: &[&Secret]) -> BTreeSet<String> {
+    pub fn still_cached(&self, key: &ClusterKey, cached: &[&CachedJoinSecret]) -> BTreeSet<String> {
         let present: BTreeSet<String> = cached.iter().filter_map(|s| s.uid()).collect();
         self.uids.still_lagging(key, &present)
     }
@@ -51,11 +51,11 @@ mod tests {
     use super::*;
     use crate::nodeclaim::test_fixtures::cluster_key as key;
 
-    fn secret(uid: &str) -> Secret {
-        let mut secret = Secret::default();
+    fn secret(uid: &str) -> CachedJoinSecret {
+        let mut secret = k8s_openapi::api::core::v1::Secret::default();
         secret.metadata.name = Some(format!("join-{uid}"));
         secret.metadata.uid = Some(uid.to_owned());
-        secret
+        secret.into()
     }
 
     #[test]

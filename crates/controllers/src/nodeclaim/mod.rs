@@ -52,14 +52,13 @@ use std::time::Duration;
 
 use api::names::INFRA_NAME_LABEL;
 use api::{Cluster, ComputeContract, Infra, NodeClaim, Requester};
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
-use crate::cache::{CacheReadiness, Indexes, SharedCaches};
+use crate::cache::{CacheReadiness, CachedJoinSecret, Indexes, Labelled, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
 use compose::ClusterKey;
 
@@ -101,7 +100,7 @@ struct Stores {
     claims: Store<NodeClaim>,
     infras: Store<Infra>,
     contracts: Store<ComputeContract>,
-    secrets: Store<Secret>,
+    secrets: Store<CachedJoinSecret>,
     requesters: Store<Requester>,
     indexes: Indexes,
     ready: CacheReadiness,
@@ -183,7 +182,7 @@ pub fn controller(
             .watches_shared_stream(caches.join_secrets.subscribe(), {
                 let infras = stores.infras.clone();
                 let ns = ctx.contract_namespace.clone();
-                move |secret: Arc<Secret>| {
+                move |secret: Arc<CachedJoinSecret>| {
                     labelled_cluster_key(&infras, &ns, secret.as_ref()).map(|k| cluster_ref(&k))
                 }
             })
@@ -237,19 +236,18 @@ fn infra_cluster_key(infra: &Infra) -> Option<ClusterKey> {
 }
 
 /// The Cluster named by an object's cluster labels (an Infra, a join Secret).
-fn labels_cluster_key<K: ResourceExt>(object: &K) -> Option<ClusterKey> {
-    let labels = object.labels();
-    let name = labels.get(api::names::CLUSTER_LABEL)?;
-    let namespace = labels.get(api::names::CLUSTER_NAMESPACE_LABEL)?;
+fn labels_cluster_key<K: Labelled>(object: &K) -> Option<ClusterKey> {
+    let name = object.label(api::names::CLUSTER_LABEL)?;
+    let namespace = object.label(api::names::CLUSTER_NAMESPACE_LABEL)?;
     Some(ClusterKey {
-        namespace: namespace.clone(),
-        name: name.clone(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
     })
 }
 
 /// The Cluster of an object labelled with an Infra name (a contract or join
 /// Secret): its own cluster labels, else through its Infra in the cache.
-fn labelled_cluster_key<K: ResourceExt>(
+fn labelled_cluster_key<K: Labelled>(
     infras: &Store<Infra>,
     contract_namespace: &str,
     object: &K,
@@ -257,7 +255,7 @@ fn labelled_cluster_key<K: ResourceExt>(
     if let Some(key) = labels_cluster_key(object) {
         return Some(key);
     }
-    let infra_name = object.labels().get(INFRA_NAME_LABEL)?;
+    let infra_name = object.label(INFRA_NAME_LABEL)?;
     let infra = infras.get(&ObjectRef::new(infra_name).within(contract_namespace))?;
     infra_cluster_key(&infra)
 }
@@ -311,7 +309,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         return Ok(Action::requeue(OWN_WRITE_UNSEEN_RECHECK));
     }
     let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
-    let secret_refs: Vec<&Secret> = secrets.iter().map(AsRef::as_ref).collect();
+    let secret_refs: Vec<&CachedJoinSecret> = secrets.iter().map(AsRef::as_ref).collect();
     let now = ctx.now();
     let first_seen = runtime
         .first_seen
@@ -600,7 +598,7 @@ mod tests {
         }
         .to_secret("t");
         assert_eq!(
-            labelled_cluster_key(&empty, "socialweb-system", &secret),
+            labelled_cluster_key(&empty, "socialweb-system", &CachedJoinSecret::from(secret)),
             Some(key("tenant-a", "c1"))
         );
     }

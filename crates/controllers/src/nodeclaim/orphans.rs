@@ -28,7 +28,6 @@ use std::sync::Arc;
 
 use api::{Cluster, ComputeContract, Infra, NodeClaim};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -38,7 +37,7 @@ use super::{
     METRICS_LABEL, Runtime, cluster_ref, infra_cluster_key, labelled_cluster_key, reconcile_key,
 };
 use crate::Result;
-use crate::cache::{Indexes, SharedCaches};
+use crate::cache::{CachedJoinSecret, Indexes, SharedCaches};
 use crate::reconciler;
 
 /// Whether claims of `key` are this controller's: its Cluster is not in the
@@ -88,7 +87,7 @@ pub(super) fn controller(
         .watches_shared_stream(caches.join_secrets.subscribe(), {
             let claims_of = claims_of(stores.indexes.clone(), stores.clusters.clone());
             let infras = stores.infras.clone();
-            move |secret: Arc<Secret>| {
+            move |secret: Arc<CachedJoinSecret>| {
                 claims_of(labelled_cluster_key(&infras, &ns, secret.as_ref()))
             }
         });

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::ObjectMeta;
 
 use super::compose::{ClusterKey, ComposedEntry};
-use crate::cache::decode::compact::{data_digest, data_digest_of};
+use crate::cache::join_secret::{CachedJoinSecret, data_digest};
 
 /// Key of the grant token in a join Secret.
 pub const TOKEN_KEY: &str = "token";
@@ -113,7 +113,7 @@ pub fn desired_join_secret(
     contract_namespace: &str,
     cluster: &Cluster,
     entry: &ComposedEntry,
-    existing: Option<&Secret>,
+    existing: Option<&CachedJoinSecret>,
 ) -> Option<JoinSecret> {
     let status = cluster.status.as_ref();
     let api_server = status
@@ -126,7 +126,7 @@ pub fn desired_join_secret(
         .map(|j| j.node_name.clone())
         .unwrap_or_default();
     let token = existing
-        .and_then(|s| value(s, TOKEN_KEY))
+        .and_then(|s| s.token.clone())
         .filter(|t| !t.is_empty());
     let desired = JoinSecret {
         name: entry.secret.secret_ref.name.clone(),
@@ -148,22 +148,15 @@ pub fn desired_join_secret(
 /// Whether applying `desired` over `current` would change nothing: the same
 /// type, labels and data. The cache keeps a join Secret's data only as its
 /// digest (and token), so the data are compared by digest.
-fn unchanged_by(current: &Secret, desired: &Secret) -> bool {
-    let labels = current.metadata.labels.as_ref();
-    current.type_ == desired.type_
+fn unchanged_by(current: &CachedJoinSecret, desired: &Secret) -> bool {
+    current.is_join_type == (desired.type_.as_deref() == Some(JOIN_SECRET_TYPE))
         && desired
             .metadata
             .labels
             .iter()
             .flatten()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
-        && data_digest_of(current) == data_digest(desired.data.as_ref().unwrap_or(&BTreeMap::new()))
-}
-
-/// A Secret's value under `key` as text.
-fn value(secret: &Secret, key: &str) -> Option<String> {
-    let bytes = secret.data.as_ref()?.get(key)?;
-    String::from_utf8(bytes.0.clone()).ok()
+            .all(|(k, v)| current.labels.get(k) == Some(v.as_str()))
+        && current.data_digest == data_digest(desired.data.as_ref().unwrap_or(&BTreeMap::new()))
 }
 
 /// A new grant token: 32 random bytes, hex.

@@ -16,6 +16,7 @@ use api::{
     Receipt, Resources, find_condition,
 };
 use chrono::{DateTime, Utc};
+use controllers::cache::CachedJoinSecret;
 use controllers::nodeclaim::adopt::GuestHolder;
 use controllers::nodeclaim::compose::{ClusterKey, OwnerClusters};
 use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
@@ -130,7 +131,15 @@ impl World {
     pub fn decide(&self, now: DateTime<Utc>) -> Plan {
         let claims: Vec<&NodeClaim> = self.claims.iter().collect();
         let contracts: Vec<&ComputeContract> = self.contracts.iter().collect();
-        let secrets: Vec<&Secret> = self.secrets.iter().collect();
+        // The world holds Secrets as the server does; the reconcile reads them
+        // as the shared cache keeps them.
+        let cached: Vec<CachedJoinSecret> = self
+            .secrets
+            .iter()
+            .cloned()
+            .map(CachedJoinSecret::from)
+            .collect();
+        let secrets: Vec<&CachedJoinSecret> = cached.iter().collect();
         decide(&Observed {
             key: &self.key,
             cluster: self.cluster.as_ref(),

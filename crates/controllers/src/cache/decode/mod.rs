@@ -21,8 +21,6 @@
 //!   readable version).
 //! - No object in the caches has `managedFields` or the annotation
 //!   `kubectl.kubernetes.io/last-applied-configuration`: they are dropped before the object is decoded.
-//! - A join Secret is cached with its token and a digest of its data only
-//!   ([`compact`] says why that is enough).
 //! - Each unreadable version is reported once ([`Lenient::convert`] returns
 //!   it); the values themselves are never in the report (a Secret's data may
 //!   be what failed), only the field's path and what was expected.
@@ -38,7 +36,6 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-pub mod compact;
 mod trim;
 mod typed;
 
@@ -72,10 +69,9 @@ impl<'de, K: DeserializeOwned + 'static> Deserialize<'de> for Decoded<K> {
         // does not decode as `K` can still be read for its metadata and the
         // failing field; a readable one is parsed once, straight into `K`.
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        if let Ok(mut object) =
+        if let Ok(object) =
             typed::object::<K, _>(&mut serde_json::Deserializer::from_str(raw.get()))
         {
-            compact::compact(&mut object);
             return Ok(Self::Object(object));
         }
         let value = trim::object(&mut serde_json::Deserializer::from_str(raw.get()))
