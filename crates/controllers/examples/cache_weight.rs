@@ -1,11 +1,13 @@
 //! What one object of each cached kind weighs as the shared cache stores it:
 //! decoded from its watch event as the cache decodes it (`cache::decode`:
-//! managedFields and kubectl's annotation left out, a join Secret kept as a
-//! `CachedJoinSecret`: its labels, token and digest), then cloned into an `Arc` as kube-runtime's store
-//! Writer keeps it. Counted by dhat's allocator, the bytes asked for (not
-//! an allocator's rounding, nor its pages): the figure a cut
-//! of the cached form moves, before the RSS of `bench-scale --external`
-//! shows it through its noise (plans 0016 C2 and 0017).
+//! managedFields and kubectl's annotation left out; a contract kept as a
+//! `CachedContract`, its labels and annotations beside its metadata; a join
+//! Secret as a `CachedJoinSecret`, its labels, token and digest), then
+//! cloned into an `Arc` as kube-runtime's store Writer keeps it. Counted by
+//! dhat's allocator, the bytes asked for (not an allocator's rounding, nor
+//! its pages): the figure a cut of the cached form moves, before the RSS of
+//! `bench-scale --external` shows it through its noise (plans 0016 C2 and
+//! 0017).
 //!
 //! The objects are a Deployed contract, its Joined claim, its join Secret
 //! and an Infra of three nodes, from `manager dev` with `examples/` applied
@@ -17,9 +19,9 @@
 
 use std::sync::Arc;
 
-use api::{ComputeContract, Infra, NodeClaim};
-use controllers::cache::CachedJoinSecret;
+use api::{Infra, NodeClaim};
 use controllers::cache::decode::Decoded;
+use controllers::cache::{CachedContract, CachedJoinSecret};
 use serde::de::DeserializeOwned;
 
 // dhat's allocator counts the bytes asked for and held (no unsafe of ours:
@@ -54,7 +56,7 @@ fn stored_weight<K: DeserializeOwned + Clone + 'static>(json: &str) -> usize {
 fn main() {
     // Testing mode: counts, writes no profile.
     let _profiler = dhat::Profiler::builder().testing().build();
-    let contract = stored_weight::<ComputeContract>(include_str!("cache_weight/contract.json"));
+    let contract = stored_weight::<CachedContract>(include_str!("cache_weight/contract.json"));
     let claim = stored_weight::<NodeClaim>(include_str!("cache_weight/claim.json"));
     let secret = stored_weight::<CachedJoinSecret>(include_str!("cache_weight/secret.json"));
     let infra_json = include_str!("cache_weight/infra.json");

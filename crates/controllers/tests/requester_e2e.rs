@@ -305,7 +305,7 @@ async fn a_contract_with_adopt_takes_over_a_running_guest_without_bidding() {
     let mut rfp = controllers::market_adapter::request_for(&{
         let mut c = api::ComputeContract::new("elsewhere", contract_spec(3600));
         c.metadata.namespace = Some(NS.to_owned());
-        c
+        c.into()
     });
     rfp.contract = key("elsewhere");
     env.wait_until(

@@ -48,6 +48,7 @@
 //! skipped, kept at its last readable version, counted in
 //! `socialweb_cache_undecodable_objects` and marked with a Warning Event.
 
+pub mod contract;
 pub mod decode;
 pub mod index;
 pub mod join_secret;
@@ -61,9 +62,7 @@ use std::{
     sync::Mutex,
 };
 
-use api::{
-    AtprotoRecord, ComputeContract, ComputeContractPhase, Infra, NodeClaim, Requester, names,
-};
+use api::{AtprotoRecord, ComputeContractPhase, Infra, NodeClaim, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -80,6 +79,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use api::Cluster;
+pub use contract::CachedContract;
 use decode::{Decoded, Lenient, Undecodable};
 pub use index::Index;
 use index::Indexer;
@@ -407,12 +407,12 @@ pub struct Indexes {
     /// NodeClaims by (namespace, `spec.clusterName`): a Cluster's claims.
     pub claims_by_cluster: Arc<Index<NodeClaim, (String, String)>>,
     /// ComputeContracts by the Infra their label names.
-    pub contracts_by_infra: Arc<Index<ComputeContract, String>>,
+    pub contracts_by_infra: Arc<Index<CachedContract, String>>,
     /// Join Secrets by the Infra their label names.
     pub join_secrets_by_infra: Arc<Index<CachedJoinSecret, String>>,
     /// ComputeContracts by (namespace, phase): how many there are, how many
     /// are in flight (Bidding or Accepted), the phase gauge.
-    pub contracts_by_phase: Arc<Index<ComputeContract, (String, Option<ComputeContractPhase>)>>,
+    pub contracts_by_phase: Arc<Index<CachedContract, (String, Option<ComputeContractPhase>)>>,
 }
 
 impl Indexes {
@@ -427,9 +427,9 @@ impl Indexes {
                     claim.spec.cluster_name.clone(),
                 ))
             })),
-            contracts_by_infra: Arc::new(Index::new(infra_label::<ComputeContract>)),
+            contracts_by_infra: Arc::new(Index::new(infra_label::<CachedContract>)),
             join_secrets_by_infra: Arc::new(Index::new(infra_label::<CachedJoinSecret>)),
-            contracts_by_phase: Arc::new(Index::new(|contract: &ComputeContract| {
+            contracts_by_phase: Arc::new(Index::new(|contract: &CachedContract| {
                 Some((
                     contract.metadata.namespace.clone().unwrap_or_default(),
                     contract.status.as_ref().and_then(|s| s.phase),
@@ -459,7 +459,7 @@ impl Indexes {
     pub fn contracts_in_flight_besides(
         &self,
         namespace: &str,
-        contract: &ObjectRef<ComputeContract>,
+        contract: &ObjectRef<CachedContract>,
     ) -> usize {
         let itself = [
             ComputeContractPhase::Bidding,
@@ -494,7 +494,7 @@ pub struct SharedCaches {
     /// Infras of the contract namespace.
     pub infras: Shared<Infra>,
     /// ComputeContracts of the contract namespace.
-    pub contracts: Shared<ComputeContract>,
+    pub contracts: Shared<CachedContract>,
     /// Requesters of the contract namespace.
     pub requesters: Shared<Requester>,
     /// Requesters of every other namespace: they run nothing, and are told so.

@@ -64,6 +64,7 @@ use super::rows::{
     push_row, row,
 };
 pub use super::rows::{leaving_entries, unseen_contracts};
+use crate::cache::CachedContract;
 use crate::time::to_time;
 
 /// How long to wait before looking again while contracts are in flight. Contract
@@ -91,7 +92,7 @@ pub struct Observed<'a> {
     pub infra: &'a Infra,
     /// The ComputeContracts of its namespace labelled with its name: the
     /// cache, plus those its status lists that were read directly.
-    pub contracts: &'a [Arc<ComputeContract>],
+    pub contracts: &'a [Arc<CachedContract>],
     /// Contracts its status lists that the cache lacks and whose direct read
     /// failed: unknown, not gone. Never created, released or counted as
     /// gone; read again soon. A contract the status lists that is in neither
@@ -475,7 +476,7 @@ fn retry_unreadable(plan: &mut InfraPlan, unreadable: &BTreeSet<String>) {
 }
 
 /// Looks again soon while a delete is sent or a deleted contract is still cached.
-fn settle_deletions(plan: &mut InfraPlan, observed: &BTreeMap<&str, &ComputeContract>) {
+fn settle_deletions(plan: &mut InfraPlan, observed: &BTreeMap<&str, &CachedContract>) {
     if !plan.delete.is_empty()
         || observed
             .values()
@@ -486,7 +487,7 @@ fn settle_deletions(plan: &mut InfraPlan, observed: &BTreeMap<&str, &ComputeCont
 }
 
 /// Releases `existing` if it is not yet released; deletes it once Released.
-fn release_or_delete(infra: &Infra, existing: &ComputeContract, entry: &str, plan: &mut InfraPlan) {
+fn release_or_delete(infra: &Infra, existing: &CachedContract, entry: &str, plan: &mut InfraPlan) {
     let object_name = existing.metadata.name.clone().unwrap_or_default();
     if !existing.spec.release {
         plan.release
@@ -498,7 +499,7 @@ fn release_or_delete(infra: &Infra, existing: &ComputeContract, entry: &str, pla
     }
 }
 
-fn deletion(existing: &ComputeContract, object_name: &str) -> Deletion {
+fn deletion(existing: &CachedContract, object_name: &str) -> Deletion {
     Deletion {
         name: object_name.to_owned(),
         uid: existing.metadata.uid.clone(),

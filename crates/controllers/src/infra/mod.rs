@@ -39,12 +39,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::names::INFRA_RELEASE_FINALIZER;
-use api::{AtprotoRecord, ComputeContract, Infra, NodeClaim};
+use api::{AtprotoRecord, Infra, NodeClaim};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
+use crate::cache::CachedContract;
 use crate::cache::{CacheReadiness, Indexes, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
 use crate::{Error, Result};
@@ -71,7 +72,7 @@ pub const IDENTITY: Identity = Identity {
 /// The state each reconcile sees: the context and the contracts' cache.
 struct Reconciler {
     ctx: Arc<Context>,
-    contracts: Store<ComputeContract>,
+    contracts: Store<CachedContract>,
     indexes: Indexes,
     claims: Store<NodeClaim>,
     records: Store<AtprotoRecord>,
@@ -139,9 +140,9 @@ pub fn controller(
 
 /// The contracts of `infra` in the cache: same namespace, labelled with its
 /// name, by name (from the index: no scan of every contract).
-fn owned_contracts(state: &Reconciler, infra: &Infra) -> Vec<Arc<ComputeContract>> {
+fn owned_contracts(state: &Reconciler, infra: &Infra) -> Vec<Arc<CachedContract>> {
     let namespace = infra.namespace();
-    let mut contracts: Vec<Arc<ComputeContract>> = state
+    let mut contracts: Vec<Arc<CachedContract>> = state
         .indexes
         .contracts_by_infra
         .objects(&infra.name_any(), &state.contracts)
@@ -274,7 +275,7 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
 fn decide_from(
     state: &Reconciler,
     infra: &Infra,
-    contracts: &[Arc<ComputeContract>],
+    contracts: &[Arc<CachedContract>],
     unreadable: &BTreeSet<String>,
     infra_confirmed_live: bool,
 ) -> InfraPlan {
@@ -350,10 +351,10 @@ async fn confirm(ctx: &Context, namespace: &str, infra: &Infra) -> Confirmed {
 /// controller's deletes replaced: the cache has not caught up with the delete,
 /// and deciding from the copy before it would send the delete again, a 409.
 fn marked_as_own_deletes_left_them(
-    contracts: Vec<Arc<ComputeContract>>,
+    contracts: Vec<Arc<CachedContract>>,
     own_deletes: &crate::own_writes::OwnWrites,
     now: chrono::DateTime<chrono::Utc>,
-) -> Vec<Arc<ComputeContract>> {
+) -> Vec<Arc<CachedContract>> {
     contracts
         .into_iter()
         .map(|contract| {
@@ -400,10 +401,10 @@ async fn read_unseen(
     state: &Reconciler,
     namespace: &str,
     infra: &Infra,
-    contracts: &mut Vec<Arc<ComputeContract>>,
+    contracts: &mut Vec<Arc<CachedContract>>,
     gone: &mut Vec<String>,
 ) -> BTreeSet<String> {
-    let api: Api<ComputeContract> = Api::namespaced(state.ctx.client.clone(), namespace);
+    let api: Api<CachedContract> = Api::namespaced(state.ctx.client.clone(), namespace);
     let mut unreadable = BTreeSet::new();
     for name in decide::unseen_contracts(infra, contracts) {
         let in_store = state
@@ -435,7 +436,7 @@ mod tests {
     use super::*;
     use crate::requester::test_fixtures::contract;
 
-    fn at(name: &str, uid: &str, version: &str) -> Arc<ComputeContract> {
+    fn at(name: &str, uid: &str, version: &str) -> Arc<CachedContract> {
         let mut copy = contract();
         copy.metadata.name = Some(name.to_owned());
         copy.metadata.uid = Some(uid.to_owned());

@@ -10,6 +10,8 @@ use api::{ComputeContract, ComputeContractSpec, Infra};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 
+use crate::cache::{CachedContract, Labelled};
+
 /// The ComputeContract object the Infra controller applies: name, namespace,
 /// the two labels, the controller ownerReference (blockOwnerDeletion), the
 /// release finalizer and `spec`.
@@ -39,9 +41,9 @@ pub fn contract_object(
 }
 
 /// Whether `contract` carries the release finalizer.
-pub fn has_release_finalizer(contract: &ComputeContract) -> bool {
+pub fn has_release_finalizer<K: Resource>(contract: &K) -> bool {
     contract
-        .metadata
+        .meta()
         .finalizers
         .iter()
         .flatten()
@@ -53,7 +55,7 @@ pub fn has_release_finalizer(contract: &ComputeContract) -> bool {
 /// server refuses a new finalizer on a deleting object. Omitting it from the
 /// apply removes nothing, since the object does not have it.
 pub(super) fn keep_finalizer_as_is_when_deleting(
-    existing: &ComputeContract,
+    existing: &CachedContract,
     desired: &mut ComputeContract,
 ) {
     if existing.metadata.deletion_timestamp.is_some() && !has_release_finalizer(existing) {
@@ -63,7 +65,7 @@ pub(super) fn keep_finalizer_as_is_when_deleting(
 
 pub(super) fn released_object(
     infra: &Infra,
-    existing: &ComputeContract,
+    existing: &CachedContract,
     object_name: &str,
     entry: &str,
 ) -> ComputeContract {
@@ -82,12 +84,8 @@ pub(super) fn released_object(
 
 /// Whether the Infra controller itself released `contract` (its own
 /// release carries [`INFRA_RELEASED_ANNOTATION`]).
-pub(super) fn released_by_infra(contract: &ComputeContract) -> bool {
-    contract
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(INFRA_RELEASED_ANNOTATION))
+pub(super) fn released_by_infra(contract: &CachedContract) -> bool {
+    contract.annotation(INFRA_RELEASED_ANNOTATION).is_some()
 }
 
 /// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
@@ -101,7 +99,7 @@ fn owner_reference(infra: &Infra) -> Option<OwnerReference> {
 /// Keeps the resources and location `existing` was rented with in
 /// `desired`: a rented machine does not change (the ComputeContract CRD
 /// refuses it too). Returns whether the entry asked for another one.
-pub(super) fn keep_machine(existing: &ComputeContract, desired: &mut ComputeContract) -> bool {
+pub(super) fn keep_machine(existing: &CachedContract, desired: &mut ComputeContract) -> bool {
     let differs = desired.spec.resources != existing.spec.resources
         || desired.spec.location != existing.spec.location;
     desired.spec.resources = existing.spec.resources.clone();
@@ -110,13 +108,13 @@ pub(super) fn keep_machine(existing: &ComputeContract, desired: &mut ComputeCont
 }
 
 /// Whether `existing` already carries everything `desired` applies.
-pub(super) fn is_current(existing: &ComputeContract, desired: &ComputeContract) -> bool {
+pub(super) fn is_current(existing: &CachedContract, desired: &ComputeContract) -> bool {
     let labels_ok = desired
         .metadata
         .labels
         .iter()
         .flatten()
-        .all(|(k, v)| existing.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v));
+        .all(|(k, v)| existing.label(k) == Some(v.as_str()));
     let owners_ok = desired.metadata.owner_references.iter().flatten().all(|o| {
         existing
             .metadata

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use api::names::{CONTRACT_LABEL, compute_contract_name};
 use api::{
-    ComputeContract, ComputeContractPhase, ContractState, ContractStatus, Infra, InfraPhase,
-    InfraStatus, infra_declaration_hash, set_condition,
+    ComputeContractPhase, ContractState, ContractStatus, Infra, InfraPhase, InfraStatus,
+    infra_declaration_hash, set_condition,
 };
+
+use crate::cache::{CachedContract, Labelled};
 
 /// The ComputeContracts the Infra's status lists that `contracts` (the cache)
 /// does not show.
@@ -20,7 +22,7 @@ use api::{
 /// GET by name, never a list) and adds what it finds to `contracts` before
 /// [`decide`]. Once the status stops listing a contract that is gone, nothing is read.
 #[must_use]
-pub fn unseen_contracts(infra: &Infra, contracts: &[Arc<ComputeContract>]) -> Vec<String> {
+pub fn unseen_contracts(infra: &Infra, contracts: &[Arc<CachedContract>]) -> Vec<String> {
     let observed = by_name(contracts);
     old_rows(infra)
         .values()
@@ -33,7 +35,7 @@ pub fn unseen_contracts(infra: &Infra, contracts: &[Arc<ComputeContract>]) -> Ve
 /// The entries of `contracts` that left `spec.contracts` and are not released
 /// yet: the ones a live claim may still use ([`super::claims::observe`]).
 #[must_use]
-pub fn leaving_entries(infra: &Infra, contracts: &[Arc<ComputeContract>]) -> BTreeSet<String> {
+pub fn leaving_entries(infra: &Infra, contracts: &[Arc<CachedContract>]) -> BTreeSet<String> {
     if infra.metadata.deletion_timestamp.is_some() {
         return BTreeSet::new();
     }
@@ -70,7 +72,7 @@ pub(super) fn keep_unreadable_rows(
     }
 }
 
-pub(super) fn phase(contract: &ComputeContract) -> Option<ComputeContractPhase> {
+pub(super) fn phase(contract: &CachedContract) -> Option<ComputeContractPhase> {
     contract.status.as_ref().and_then(|s| s.phase)
 }
 
@@ -82,7 +84,7 @@ pub(super) fn push_row(
     entry: String,
     object_name: &str,
     state: ContractState,
-    existing: &ComputeContract,
+    existing: &CachedContract,
 ) {
     let key = if rows.iter().any(|r| r.name == entry) {
         object_name.to_owned()
@@ -93,7 +95,7 @@ pub(super) fn push_row(
 }
 
 /// Whether nobody has released `contract` yet (no release, no delete).
-pub(super) fn is_unreleased(contract: &ComputeContract) -> bool {
+pub(super) fn is_unreleased(contract: &CachedContract) -> bool {
     !contract.spec.release && contract.metadata.deletion_timestamp.is_none()
 }
 
@@ -112,13 +114,10 @@ pub(super) fn row(
 }
 
 /// The entry a contract belongs to: its contract label, else its name without `<infra>-`.
-pub(super) fn entry_of(infra_name: &str, contract: &ComputeContract, object_name: &str) -> String {
+pub(super) fn entry_of(infra_name: &str, contract: &CachedContract, object_name: &str) -> String {
     contract
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(CONTRACT_LABEL))
-        .cloned()
+        .label(CONTRACT_LABEL)
+        .map(str::to_owned)
         .or_else(|| {
             object_name
                 .strip_prefix(infra_name)
@@ -128,7 +127,7 @@ pub(super) fn entry_of(infra_name: &str, contract: &ComputeContract, object_name
         .unwrap_or_else(|| object_name.to_owned())
 }
 
-pub(super) fn by_name(contracts: &[Arc<ComputeContract>]) -> BTreeMap<&str, &ComputeContract> {
+pub(super) fn by_name(contracts: &[Arc<CachedContract>]) -> BTreeMap<&str, &CachedContract> {
     contracts
         .iter()
         .filter_map(|c| Some((c.metadata.name.as_deref()?, c.as_ref())))

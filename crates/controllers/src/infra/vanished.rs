@@ -29,8 +29,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use api::{ComputeContract, ComputeContractPhase};
+use api::ComputeContractPhase;
 use kube::ResourceExt;
+
+use crate::cache::CachedContract;
 
 /// Names recorded at most; past it the record starts over.
 pub const MOST_NAMES: usize = 4096;
@@ -55,7 +57,7 @@ impl Vanished {
     pub fn note<'a>(
         &self,
         namespace: &str,
-        contracts: impl IntoIterator<Item = &'a ComputeContract>,
+        contracts: impl IntoIterator<Item = &'a CachedContract>,
     ) {
         let mut deleting = self.lock();
         for contract in contracts {
@@ -103,7 +105,7 @@ mod tests {
     use super::*;
     use crate::requester::test_fixtures::contract;
 
-    fn cached(name: &str, uid: &str, deleting: bool) -> ComputeContract {
+    fn cached(name: &str, uid: &str, deleting: bool) -> CachedContract {
         let mut copy = contract();
         copy.metadata.name = Some(name.to_owned());
         copy.metadata.uid = Some(uid.to_owned());
@@ -113,7 +115,7 @@ mod tests {
         copy
     }
 
-    fn released(name: &str, uid: &str) -> ComputeContract {
+    fn released(name: &str, uid: &str) -> CachedContract {
         let mut copy = cached(name, uid, false);
         copy.status = Some(api::ComputeContractStatus {
             phase: Some(ComputeContractPhase::Released),

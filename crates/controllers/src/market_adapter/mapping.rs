@@ -1,13 +1,15 @@
 //! A ComputeContract in the market port's terms and the port's answers in the
 //! API's: the same for every adapter, so a new adapter maps nothing here.
 
-use api::{ComputeContract, Receipt, Winner};
+use api::{Receipt, Winner};
 use kube::ResourceExt;
 use market::{Bid, ContractKey, GuestInfo, RequestForProposal};
 
+use crate::cache::CachedContract;
+
 /// The contract's key at the market: its namespace and name.
 #[must_use]
-pub fn contract_key(contract: &ComputeContract) -> ContractKey {
+pub fn contract_key(contract: &CachedContract) -> ContractKey {
     ContractKey::new(
         contract.namespace().unwrap_or_default(),
         contract.name_any(),
@@ -16,7 +18,7 @@ pub fn contract_key(contract: &ComputeContract) -> ContractKey {
 
 /// The request for proposal of a contract.
 #[must_use]
-pub fn request_for(contract: &ComputeContract) -> RequestForProposal {
+pub fn request_for(contract: &CachedContract) -> RequestForProposal {
     let spec = &contract.spec;
     RequestForProposal {
         contract: contract_key(contract),

@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use api::{ComputeContract, ComputeContractPhase};
+use api::ComputeContractPhase;
 use kube::runtime::reflector::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -28,6 +28,8 @@ use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
+
+use crate::cache::CachedContract;
 
 /// The prefix of every metric name.
 pub const PREFIX: &str = "socialweb";
@@ -297,7 +299,7 @@ impl Metrics {
     /// Sets the ComputeContract gauge from the contracts themselves (e.g. a cache's `state()`).
     pub fn set_contract_phases_from<'a>(
         &self,
-        contracts: impl IntoIterator<Item = &'a ComputeContract>,
+        contracts: impl IntoIterator<Item = &'a CachedContract>,
     ) {
         self.set_contract_phases(
             contracts
@@ -309,7 +311,7 @@ impl Metrics {
     /// Refreshes the ComputeContract gauge from `contracts` (the shared cache) every `every`, forever.
     ///
     /// Run it next to the controllers (it only reads the cache) and drop it on shutdown.
-    pub async fn publish_contract_phases(self, contracts: Store<ComputeContract>, every: Duration) {
+    pub async fn publish_contract_phases(self, contracts: Store<CachedContract>, every: Duration) {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -159,9 +159,9 @@ async fn the_phase_gauge_follows_the_cache() {
     use kube::runtime::watcher::Event;
 
     let (registry, metrics) = setup();
-    let (store, mut writer) = kube::runtime::reflector::store::<ComputeContract>();
+    let (store, mut writer) = kube::runtime::reflector::store::<CachedContract>();
     let contract = |name: &str, phase: Option<ComputeContractPhase>| {
-        let mut contract: ComputeContract = serde_json::from_value(serde_json::json!({
+        let mut contract: CachedContract = serde_json::from_value(serde_json::json!({
             "apiVersion": "socialweb.computer/v1alpha1",
             "kind": "ComputeContract",
             "metadata": {"name": name, "namespace": "socialweb-system"},

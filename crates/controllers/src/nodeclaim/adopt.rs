@@ -16,11 +16,12 @@
 use std::collections::BTreeSet;
 
 use api::names::{CONTRACT_LABEL, compute_contract_name};
-use api::{ComputeContract, ComputeContractPhase, Infra, NodeClaim};
+use api::{ComputeContractPhase, Infra, NodeClaim};
 use kube::ResourceExt;
 
 use super::compose::Problem;
 use super::conditions::reason;
+use crate::cache::{CachedContract, Labelled};
 use crate::requester::contract::decide::known_receipt;
 
 /// A contract entry that holds a guest.
@@ -48,7 +49,7 @@ pub fn wanted<'a>(claims: impl IntoIterator<Item = &'a NodeClaim>) -> BTreeSet<S
 #[must_use]
 pub fn holders<'a>(
     uris: &BTreeSet<String>,
-    contracts: impl IntoIterator<Item = &'a ComputeContract>,
+    contracts: impl IntoIterator<Item = &'a CachedContract>,
     infras: impl IntoIterator<Item = &'a Infra>,
 ) -> Vec<GuestHolder> {
     if uris.is_empty() {
@@ -59,7 +60,7 @@ pub fn holders<'a>(
     for contract in contracts {
         existing.insert(contract.name_any());
         let phase = contract.status.as_ref().and_then(|s| s.phase);
-        let Some(entry) = contract.labels().get(CONTRACT_LABEL) else {
+        let Some(entry) = contract.label(CONTRACT_LABEL) else {
             continue;
         };
         let recorded = known_receipt(contract).map(|r| r.uri);
@@ -77,7 +78,7 @@ pub fn holders<'a>(
         if phase != Some(ComputeContractPhase::Released) {
             holders.extend(held.into_iter().map(|uri| GuestHolder {
                 uri,
-                entry: entry.clone(),
+                entry: entry.to_owned(),
             }));
         }
     }
@@ -144,7 +145,7 @@ mod tests {
         phase: ComputeContractPhase,
         holds: bool,
         adopts: bool,
-    ) -> ComputeContract {
+    ) -> CachedContract {
         let spec = api::compute_contract_spec(
             &api::ContractEntry {
                 name: entry.into(),
@@ -155,7 +156,7 @@ mod tests {
             None,
             None,
         );
-        let mut c = ComputeContract::new(&compute_contract_name("nodes-x", entry), spec);
+        let mut c = api::ComputeContract::new(&compute_contract_name("nodes-x", entry), spec);
         c.metadata.labels = Some([(CONTRACT_LABEL.to_owned(), entry.to_owned())].into());
         c.spec.adopt = adopts.then(receipt);
         c.status = Some(ComputeContractStatus {
@@ -163,7 +164,7 @@ mod tests {
             receipt: holds.then(receipt),
             ..ComputeContractStatus::default()
         });
-        c
+        c.into()
     }
 
     fn claim() -> NodeClaim {

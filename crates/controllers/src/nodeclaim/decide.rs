@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::names::{CLUSTER_FINALIZER, CONTRACT_LABEL, NODECLAIM_FINALIZER, join_secret_name};
-use api::{Cluster, ComputeContract, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
+use api::{Cluster, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
@@ -37,6 +37,7 @@ use super::conditions::reason;
 use super::root::RootState;
 use super::secrets::{JoinSecret, desired_join_secret};
 use super::status::{self, ClaimView, Outcome};
+use crate::cache::CachedContract;
 use crate::cache::{CachedJoinSecret, Labelled};
 use crate::time::earliest;
 use crate::write::Seen;
@@ -53,7 +54,7 @@ pub struct Observed<'a> {
     /// The Cluster's Infra (`infra_name(key)` in the contract namespace), if it exists.
     pub infra: Option<&'a Infra>,
     /// The ComputeContracts labelled with that Infra's name.
-    pub contracts: &'a [&'a ComputeContract],
+    pub contracts: &'a [&'a CachedContract],
     /// The join Secrets labelled with that Infra's name.
     pub secrets: &'a [&'a CachedJoinSecret],
     /// Where Infras, contracts and join Secrets live.

@@ -31,11 +31,12 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use api::names::entry_name;
-use api::{ComputeContract, ComputeContractPhase, NodeClaim};
+use api::{ComputeContractPhase, NodeClaim};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
 use super::compose::ClusterKey;
+use crate::cache::CachedContract;
 
 /// A claim as first seen: the step of its way ([`step`]), and when.
 type Seen = (u8, DateTime<Utc>);
@@ -44,7 +45,7 @@ type Seen = (u8, DateTime<Utc>);
 /// a new claim never written 0; a deleted claim 1 while its contract is not
 /// marked for release, 2 once marked, 3 once Released or being deleted, 4
 /// once gone. `None`: no hold applies (a live claim written before).
-fn step(claim: &NodeClaim, contract: Option<&ComputeContract>) -> Option<u8> {
+fn step(claim: &NodeClaim, contract: Option<&CachedContract>) -> Option<u8> {
     if claim.metadata.deletion_timestamp.is_none() {
         let never_written = claim.status.as_ref().is_none_or(|s| s.phase.is_none());
         return never_written.then_some(0);
@@ -78,7 +79,7 @@ impl FirstSeen {
         &self,
         key: &ClusterKey,
         claims: &[&NodeClaim],
-        contracts: &[&ComputeContract],
+        contracts: &[&CachedContract],
         now: DateTime<Utc>,
     ) -> BTreeMap<String, DateTime<Utc>> {
         let by_entry = super::decide::by_entry(contracts.iter().copied());
@@ -145,9 +146,9 @@ mod tests {
         claim
     }
 
-    fn contract_of(uid: &str, release: bool, released: bool) -> ComputeContract {
+    fn contract_of(uid: &str, release: bool, released: bool) -> CachedContract {
         let mut contract = crate::requester::test_fixtures::contract();
-        contract.metadata.labels = Some([(CONTRACT_LABEL.to_owned(), entry_name(uid))].into());
+        contract.labels = [(CONTRACT_LABEL.to_owned(), entry_name(uid))].into();
         contract.spec.release = release;
         if released {
             contract.status = Some(api::ComputeContractStatus {

@@ -51,13 +51,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::names::INFRA_NAME_LABEL;
-use api::{Cluster, ComputeContract, Infra, NodeClaim, Requester};
+use api::{Cluster, Infra, NodeClaim, Requester};
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
+use crate::cache::CachedContract;
 use crate::cache::{CacheReadiness, CachedJoinSecret, Indexes, Labelled, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
 use compose::ClusterKey;
@@ -99,7 +100,7 @@ struct Stores {
     clusters: Store<Cluster>,
     claims: Store<NodeClaim>,
     infras: Store<Infra>,
-    contracts: Store<ComputeContract>,
+    contracts: Store<CachedContract>,
     secrets: Store<CachedJoinSecret>,
     requesters: Store<Requester>,
     indexes: Indexes,
@@ -175,7 +176,7 @@ pub fn controller(
             .watches_shared_stream(caches.contracts.subscribe(), {
                 let infras = stores.infras.clone();
                 let ns = ctx.contract_namespace.clone();
-                move |contract: Arc<ComputeContract>| {
+                move |contract: Arc<CachedContract>| {
                     labelled_cluster_key(&infras, &ns, contract.as_ref()).map(|k| cluster_ref(&k))
                 }
             })
@@ -308,7 +309,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         // would write that step again (a 409). That write's event wakes the key.
         return Ok(Action::requeue(OWN_WRITE_UNSEEN_RECHECK));
     }
-    let contract_refs: Vec<&ComputeContract> = contracts.iter().map(AsRef::as_ref).collect();
+    let contract_refs: Vec<&CachedContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&CachedJoinSecret> = secrets.iter().map(AsRef::as_ref).collect();
     let now = ctx.now();
     let first_seen = runtime

@@ -26,7 +26,7 @@
 use std::future::{Future, ready};
 use std::sync::Arc;
 
-use api::{Cluster, ComputeContract, Infra, NodeClaim};
+use api::{Cluster, Infra, NodeClaim};
 use futures::StreamExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
@@ -37,6 +37,7 @@ use super::{
     METRICS_LABEL, Runtime, cluster_ref, infra_cluster_key, labelled_cluster_key, reconcile_key,
 };
 use crate::Result;
+use crate::cache::CachedContract;
 use crate::cache::{CachedJoinSecret, Indexes, SharedCaches};
 use crate::reconciler;
 
@@ -80,7 +81,7 @@ pub(super) fn controller(
             let claims_of = claims_of(stores.indexes.clone(), stores.clusters.clone());
             let infras = stores.infras.clone();
             let ns = ns.clone();
-            move |contract: Arc<ComputeContract>| {
+            move |contract: Arc<CachedContract>| {
                 claims_of(labelled_cluster_key(&infras, &ns, contract.as_ref()))
             }
         })

@@ -8,12 +8,13 @@
 //! deployments that no longer exist (DESIGN.md invariant 4). So claims stop
 //! composing until a live Requester runs the namespace again.
 
-use api::{ComputeContract, Condition, NodeClaimPhase, NodeClaimStatus, Requester};
+use api::{Condition, NodeClaimPhase, NodeClaimStatus, Requester};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::compose::Problem;
 use super::conditions::{deployed, joined, reason};
+use crate::cache::CachedContract;
 
 /// The state of the root of the contract namespace, as the NodeClaim controller sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +82,7 @@ impl RootState {
 pub(super) fn stopped_status(
     status: &mut NodeClaimStatus,
     infra_gone: bool,
-    contract: Option<&ComputeContract>,
+    contract: Option<&CachedContract>,
     generation: Option<i64>,
     stamp: &Time,
 ) -> Vec<Condition> {

@@ -3,8 +3,8 @@
 //! phase from the contract, `Ready` derived once at the end.
 
 use api::{
-    ComputeContract, ComputeContractPhase, Infra, InfraRef, NodeClaim, NodeClaimPhase,
-    NodeClaimStatus, find_condition, set_condition,
+    ComputeContractPhase, Infra, InfraRef, NodeClaim, NodeClaimPhase, NodeClaimStatus,
+    find_condition, set_condition,
 };
 use chrono::{DateTime, Utc};
 
@@ -13,6 +13,7 @@ use super::conditions::composed::{self, Composition};
 use super::conditions::joined::{self, Graces};
 use super::conditions::{DEPLOYED, Failure, JOINED, deployed, ready};
 use super::root;
+use crate::cache::CachedContract;
 use crate::time::to_time;
 
 /// What one claim's status is decided from.
@@ -22,7 +23,7 @@ pub(super) struct ClaimView<'a> {
     /// Its status as read.
     pub previous: &'a NodeClaimStatus,
     /// Its entry's contract, if there is one.
-    pub contract: Option<&'a ComputeContract>,
+    pub contract: Option<&'a CachedContract>,
     pub now: DateTime<Utc>,
 }
 
@@ -211,7 +212,7 @@ pub(super) fn held_until(
 }
 
 /// The phase of a composed claim, from its contract.
-fn composed_phase(contract: Option<&ComputeContract>) -> NodeClaimPhase {
+fn composed_phase(contract: Option<&CachedContract>) -> NodeClaimPhase {
     let status = contract.and_then(|c| c.status.as_ref());
     if status.is_some_and(deployed::renting_retried) {
         return NodeClaimPhase::Requesting;
@@ -243,7 +244,7 @@ fn composed_phase(contract: Option<&ComputeContract>) -> NodeClaimPhase {
 /// any, is on its way out.
 fn uncomposed_phase(
     previous: &NodeClaimStatus,
-    contract: Option<&ComputeContract>,
+    contract: Option<&CachedContract>,
 ) -> NodeClaimPhase {
     match contract.and_then(|c| c.status.as_ref()?.phase) {
         Some(ComputeContractPhase::Released) => NodeClaimPhase::Released,

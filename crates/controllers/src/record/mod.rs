@@ -32,13 +32,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use api::names::INFRA_NAME_LABEL;
-use api::{AtprotoRecord, ComputeContract, Infra, Requester};
+use api::{AtprotoRecord, Infra, Requester};
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::cache::{CacheReadiness, SharedCaches};
+use crate::cache::{CachedContract, Labelled};
 use crate::reconciler::{Identity, ReconcilerContext};
 use crate::requester::markets::select_requester;
 use crate::{Clock, Error, Result};
@@ -93,7 +94,7 @@ impl Context {
 struct Reconciler {
     ctx: Arc<Context>,
     infras: Store<Infra>,
-    contracts: Store<ComputeContract>,
+    contracts: Store<CachedContract>,
     requesters: Store<Requester>,
     ready: CacheReadiness,
 }
@@ -172,7 +173,7 @@ async fn reconcile(record: Arc<AtprotoRecord>, state: Arc<Reconciler>) -> Result
         .iter()
         .filter(|c| {
             c.namespace().as_deref() == Some(namespace.as_str())
-                && c.labels().get(INFRA_NAME_LABEL) == Some(&record.spec.infra_name)
+                && c.label(INFRA_NAME_LABEL) == Some(record.spec.infra_name.as_str())
         })
         .count();
     let plan = decide::decide(&decide::Observed {

@@ -58,7 +58,7 @@ fn errors(registry: &Registry, controller: &str) -> Option<f64> {
 async fn every_requester_reconciler_counts_its_failures() {
     let mut registry = Registry::default();
     let rt = runtime(&mut registry);
-    let contracts = policy::<api::ComputeContract, Runtime>(super::CONTRACT_METRICS_LABEL);
+    let contracts = policy::<crate::cache::CachedContract, Runtime>(super::CONTRACT_METRICS_LABEL);
     contracts(Arc::new(contract()), &failure(), Arc::clone(&rt));
     contracts(Arc::new(contract()), &failure(), Arc::clone(&rt));
     let requester = Arc::new(requester_with("root", vec![]));

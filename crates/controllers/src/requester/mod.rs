@@ -33,12 +33,13 @@ pub(crate) mod test_fixtures;
 
 use std::sync::Arc;
 
-use api::{ComputeContract, Infra, Requester};
+use api::{Infra, Requester};
 use futures::StreamExt as _;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
+use crate::cache::CachedContract;
 use crate::cache::Indexes;
 use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
 use crate::{CacheReadiness, Clock, SharedCaches};
@@ -117,7 +118,7 @@ impl Context {
 /// The context and the caches the reconcilers read.
 pub(crate) struct Runtime {
     ctx: Arc<Context>,
-    contracts: Store<ComputeContract>,
+    contracts: Store<CachedContract>,
     requesters: Store<Requester>,
     infras: Store<Infra>,
     indexes: Indexes,
@@ -230,7 +231,7 @@ pub fn controller(
             // finalizers change (the root delete order), not on every status step.
             .watches_shared_stream(
                 caches.contracts.subscribe_spec_changes(),
-                move |contract: Arc<ComputeContract>| keys_in(&by_contract, contract.namespace()),
+                move |contract: Arc<CachedContract>| keys_in(&by_contract, contract.namespace()),
             )
             .watches_shared_stream(caches.infras.subscribe(), move |infra: Arc<Infra>| {
                 keys_in(&by_infra, infra.namespace())

@@ -1,19 +1,21 @@
 //! Builders and a driver shared by the decide tests.
 // Shared with tests/requester_decide (included there by path), where every
-// builder is used; the crate's own unit tests use a few.
+// builder is used; the crate's own unit tests use a few. Contracts are built
+// as the shared cache keeps them (`CachedContract`), the form decide reads.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api::{
     ComputeContract, ComputeContractPhase as Phase, ComputeContractSpec, ComputeContractStatus,
-    Location, Receipt, Resources, Role, names,
+    Location, Receipt, Resources, Role, StringMap, names,
 };
 use chrono::{DateTime, TimeZone, Utc};
 use market::Bid;
 
 use market::{GuestInfo, GuestStatus};
+
+use crate::cache::CachedContract;
 
 use super::decide::{
     Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Operation, Step, Timing,
@@ -50,25 +52,25 @@ pub fn spec() -> ComputeContractSpec {
     }
 }
 
-pub fn contract() -> ComputeContract {
+pub fn contract() -> CachedContract {
     let mut c = ComputeContract::new("nodes-a-node-b", spec());
     c.metadata.namespace = Some("socialweb-system".to_owned());
     c.metadata.generation = Some(1);
     // As the Infra controller writes every contract.
     c.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
-    c
+    c.into()
 }
 
-pub fn with_status(mut c: ComputeContract, status: ComputeContractStatus) -> ComputeContract {
+pub fn with_status(mut c: CachedContract, status: ComputeContractStatus) -> CachedContract {
     c.status = Some(status);
     c
 }
 
-pub fn with_annotation(mut c: ComputeContract, receipt: &Receipt) -> ComputeContract {
-    c.metadata.annotations = Some(BTreeMap::from([(
+pub fn with_annotation(mut c: CachedContract, receipt: &Receipt) -> CachedContract {
+    c.annotations = StringMap::from([(
         names::RECEIPT_ANNOTATION.to_owned(),
         serde_json::to_string(receipt).unwrap(),
-    )]));
+    )]);
     c
 }
 
@@ -104,7 +106,7 @@ pub fn bid(bidder: &str, cost: u64) -> Bid {
 }
 
 /// One decide at `now` with the default timing.
-pub fn step(c: &ComputeContract, view: &MarketView, now: DateTime<Utc>, obs: Observation) -> Step {
+pub fn step(c: &CachedContract, view: &MarketView, now: DateTime<Utc>, obs: Observation) -> Step {
     decide(
         Inputs {
             contract: c,
@@ -117,7 +119,7 @@ pub fn step(c: &ComputeContract, view: &MarketView, now: DateTime<Utc>, obs: Obs
 }
 
 /// What act does with a step: the annotation, then the status.
-pub fn apply(c: &ComputeContract, step: &Step) -> ComputeContract {
+pub fn apply(c: &CachedContract, step: &Step) -> CachedContract {
     let mut next = c.clone();
     if let Some(r) = &step.record_receipt {
         next = with_annotation(next, r);
@@ -126,11 +128,11 @@ pub fn apply(c: &ComputeContract, step: &Step) -> ComputeContract {
     next
 }
 
-pub fn phase(c: &ComputeContract) -> Option<Phase> {
+pub fn phase(c: &CachedContract) -> Option<Phase> {
     c.status.as_ref().and_then(|s| s.phase)
 }
 
-pub fn condition<'a>(c: &'a ComputeContract, type_: &str) -> &'a api::Condition {
+pub fn condition<'a>(c: &'a CachedContract, type_: &str) -> &'a api::Condition {
     api::find_condition(&c.status.as_ref().unwrap().conditions, type_).unwrap()
 }
 
@@ -165,7 +167,7 @@ pub fn adoptable_guest(contract: &str, owner_did: &str) -> GuestInfo {
 }
 
 /// A Bidding contract that collected one bid (did:web:a, 9) at t0 + 5 s.
-pub fn with_one_bid() -> ComputeContract {
+pub fn with_one_bid() -> CachedContract {
     let c = bidding();
     let s = step(
         &c,
@@ -177,7 +179,7 @@ pub fn with_one_bid() -> ComputeContract {
 }
 
 /// A contract driven to Bidding at t0 (window of 5 s).
-pub fn bidding() -> api::ComputeContract {
+pub fn bidding() -> CachedContract {
     let c = contract();
     let s = step(&c, &ready(), t0(), Observation::Nothing);
     assert_eq!(s.command, Some(Command::Publish));
@@ -187,7 +189,7 @@ pub fn bidding() -> api::ComputeContract {
 }
 
 /// A contract driven to Accepted with a recorded receipt.
-pub fn accepted() -> api::ComputeContract {
+pub fn accepted() -> CachedContract {
     let c = bidding();
     let later = t0() + secs(5);
     let s = step(
@@ -209,7 +211,7 @@ pub fn accepted() -> api::ComputeContract {
     apply(&c, &s)
 }
 
-pub fn deployed() -> api::ComputeContract {
+pub fn deployed() -> CachedContract {
     let c = accepted();
     let s = step(
         &c,
@@ -222,26 +224,26 @@ pub fn deployed() -> api::ComputeContract {
     apply(&c, &s)
 }
 
-pub fn release(mut c: api::ComputeContract) -> api::ComputeContract {
+pub fn release(mut c: CachedContract) -> CachedContract {
     c.spec.release = true;
     c
 }
 
 /// The contract as the Infra controller creates it: with the release finalizer.
 /// The contract without any finalizer (made by hand, or from before the release finalizer).
-pub fn bare(mut c: api::ComputeContract) -> api::ComputeContract {
+pub fn bare(mut c: CachedContract) -> CachedContract {
     c.metadata.finalizers = None;
     c
 }
 
-pub fn held(mut c: api::ComputeContract) -> api::ComputeContract {
+pub fn held(mut c: CachedContract) -> CachedContract {
     c.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
     c
 }
 
 /// The contract after a DELETE that its finalizer holds: a deletionTimestamp
 /// and (as the API server does) a new generation.
-pub fn deleted(mut c: api::ComputeContract) -> api::ComputeContract {
+pub fn deleted(mut c: CachedContract) -> CachedContract {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     c.metadata.deletion_timestamp = Some(Time(
         k8s_openapi::jiff::Timestamp::from_second(1_700_000_100).unwrap(),

@@ -12,6 +12,7 @@ use api::{
     Location, NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef,
 };
 use chrono::{DateTime, Utc};
+use controllers::cache::CachedContract;
 use controllers::infra::claims::ClaimsSeen;
 use controllers::infra::decide::{InfraPlan, Observed, decide, unseen_contracts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -173,8 +174,13 @@ impl World {
         }
     }
 
-    pub fn observed(&self) -> Vec<Arc<ComputeContract>> {
-        self.contracts.values().cloned().map(Arc::new).collect()
+    /// Every contract, as the shared cache keeps them.
+    pub fn observed(&self) -> Vec<Arc<CachedContract>> {
+        self.contracts
+            .values()
+            .cloned()
+            .map(|c| Arc::new(CachedContract::from(c)))
+            .collect()
     }
 
     pub fn now(&self) -> DateTime<Utc> {
@@ -182,11 +188,12 @@ impl World {
     }
 
     /// What the cache shows: every contract but the hidden ones.
-    pub fn cache_view(&self) -> Vec<Arc<ComputeContract>> {
+    /// The contracts as the shared cache keeps them.
+    pub fn cache_view(&self) -> Vec<Arc<CachedContract>> {
         self.contracts
             .iter()
             .filter(|(name, _)| !self.hidden.contains(*name))
-            .map(|(_, c)| Arc::new(c.clone()))
+            .map(|(_, c)| Arc::new(CachedContract::from(c.clone())))
             .collect()
     }
 
@@ -200,7 +207,7 @@ impl World {
             if self.failing_reads.contains(&name) {
                 unreadable.insert(name);
             } else if let Some(found) = self.contracts.get(&name) {
-                view.push(Arc::new(found.clone()));
+                view.push(Arc::new(CachedContract::from(found.clone())));
             }
         }
         let observed = Observed {

@@ -16,7 +16,7 @@ use api::{
     Receipt, Resources, find_condition,
 };
 use chrono::{DateTime, Utc};
-use controllers::cache::CachedJoinSecret;
+use controllers::cache::{CachedContract, CachedJoinSecret};
 use controllers::nodeclaim::adopt::GuestHolder;
 use controllers::nodeclaim::compose::{ClusterKey, OwnerClusters};
 use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
@@ -130,9 +130,15 @@ impl World {
 
     pub fn decide(&self, now: DateTime<Utc>) -> Plan {
         let claims: Vec<&NodeClaim> = self.claims.iter().collect();
-        let contracts: Vec<&ComputeContract> = self.contracts.iter().collect();
-        // The world holds Secrets as the server does; the reconcile reads them
-        // as the shared cache keeps them.
+        // The world holds contracts and Secrets as the server does; the
+        // reconcile reads them as the shared cache keeps them.
+        let cached_contracts: Vec<CachedContract> = self
+            .contracts
+            .iter()
+            .cloned()
+            .map(CachedContract::from)
+            .collect();
+        let contracts: Vec<&CachedContract> = cached_contracts.iter().collect();
         let cached: Vec<CachedJoinSecret> = self
             .secrets
             .iter()

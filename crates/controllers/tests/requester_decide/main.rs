@@ -9,7 +9,7 @@
 #[path = "../../src/requester/test_fixtures.rs"]
 mod test_fixtures;
 
-// The paths the fixtures and cases name (`super::decide`, `crate::time`),
+// The paths the fixtures and cases name (`super::decide`, `crate::time`, `crate::cache`),
 // as the crate's public items.
 mod decide {
     pub use controllers::requester::decide::*;
@@ -22,6 +22,9 @@ mod ttl {
 }
 mod time {
     pub use controllers::time::*;
+}
+mod cache {
+    pub use controllers::cache::*;
 }
 
 mod deleting;

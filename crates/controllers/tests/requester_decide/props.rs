@@ -5,8 +5,9 @@
 //! Released while its guest lives, and never let a deleted contract go (remove
 //! its finalizer) while its guest lives.
 
-use api::{ComputeContract, ComputeContractPhase as Phase, Receipt};
+use api::{ComputeContractPhase as Phase, Receipt};
 use chrono::{DateTime, Utc};
+use controllers::cache::CachedContract;
 use market::{Bid, GuestInfo, GuestStatus, RfpId};
 use proptest::prelude::*;
 
@@ -158,7 +159,7 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 struct World {
-    stored: ComputeContract,
+    stored: CachedContract,
     model: Model,
     now: DateTime<Utc>,
     view: MarketView,

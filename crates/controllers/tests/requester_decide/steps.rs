@@ -5,15 +5,15 @@ use super::decide::{Observation, Step};
 use super::test_fixtures::{apply, ready, secs, step, t0};
 
 /// The decision on `c` at `t0() + seconds`, the market ready.
-pub fn at(c: &api::ComputeContract, seconds: i64, observation: Observation) -> Step {
+pub fn at(c: &controllers::cache::CachedContract, seconds: i64, observation: Observation) -> Step {
     step(c, &ready(), t0() + secs(seconds), observation)
 }
 
 /// `c` once [`at`]'s decision is applied.
 pub fn after(
-    c: &api::ComputeContract,
+    c: &controllers::cache::CachedContract,
     seconds: i64,
     observation: Observation,
-) -> api::ComputeContract {
+) -> controllers::cache::CachedContract {
     apply(c, &at(c, seconds, observation))
 }

@@ -13,13 +13,14 @@
 //! released by hand fail the claim.
 
 use api::{
-    ComputeContract, ComputeContractPhase, ComputeContractStatus, Condition, ConditionStatus,
-    ContractState, Infra, find_condition,
+    ComputeContractPhase, ComputeContractStatus, Condition, ConditionStatus, ContractState, Infra,
+    find_condition,
 };
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{DEPLOYED, Verdict, condition, reason, running_guest};
+use crate::cache::CachedContract;
 use crate::time::{from_time, to_time};
 
 /// The Deployed condition of a composed claim whose contract reports `status`.
@@ -180,7 +181,7 @@ pub fn released_by_hand(
 #[must_use]
 pub fn after_failure(
     previous: &[Condition],
-    contract: Option<&ComputeContract>,
+    contract: Option<&CachedContract>,
     generation: Option<i64>,
     now: &Time,
 ) -> Option<Condition> {

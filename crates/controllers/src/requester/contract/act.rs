@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractStatus, Receipt, names};
+use api::{ComputeContractStatus, Receipt, names};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use market::RfpId;
@@ -26,6 +26,7 @@ use super::decide::{
     release_finished, transition_event,
 };
 use super::ttl::{self, Ttl};
+use crate::cache::CachedContract;
 use crate::market_adapter::mapping::{contract_key, from_market, request_for, to_market};
 use crate::requester::Runtime;
 use crate::requester::markets::{MarketHandle, select_requester};
@@ -47,7 +48,7 @@ const STALE_RECHECK: Duration = Duration::from_secs(1);
 /// failures are not errors: they are recorded in status and retried.
 #[tracing::instrument(skip_all, fields(namespace = %contract.namespace().unwrap_or_default(), contract = %contract.name_any()))]
 pub(in crate::requester) async fn reconcile_contract(
-    contract: Arc<ComputeContract>,
+    contract: Arc<CachedContract>,
     rt: Arc<Runtime>,
 ) -> Result<Action> {
     rt.wait_until_ready().await;
@@ -169,9 +170,9 @@ pub(in crate::requester) async fn reconcile_contract(
 /// and metric. `None` when the contract is gone.
 async fn write_status(
     rt: &Runtime,
-    current: &ComputeContract,
+    current: &CachedContract,
     on_server: Option<&ComputeContractStatus>,
-) -> Result<Option<ComputeContract>> {
+) -> Result<Option<CachedContract>> {
     let Some(status) = current.status.clone() else {
         return Ok(Some(current.clone()));
     };
@@ -196,10 +197,10 @@ async fn write_status(
 /// guarded by the resourceVersion would have told): one read, no write.
 async fn cache_is_behind(
     ctx: &crate::requester::Context,
-    contract: &ComputeContract,
+    contract: &CachedContract,
 ) -> Result<bool> {
     let namespace = contract.namespace().unwrap_or_default();
-    let api: kube::Api<ComputeContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
+    let api: kube::Api<CachedContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
     let name = contract.name_any();
     let on_server = api
         .get_opt(&name)
@@ -213,7 +214,7 @@ async fn cache_is_behind(
 
 /// How long until a finished contract's TTL deletes it (zero: at once); `None`
 /// while it is not finished, has an owner, or is being deleted already.
-fn ttl_wait(contract: &ComputeContract, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+fn ttl_wait(contract: &CachedContract, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
     if contract.metadata.deletion_timestamp.is_some() {
         return None;
     }
@@ -236,7 +237,7 @@ fn requeue(after: Option<Duration>) -> Action {
 /// contract would hear of).
 async fn market_view(
     rt: &Runtime,
-    contract: &ComputeContract,
+    contract: &CachedContract,
     namespace: &str,
 ) -> (MarketView, Option<MarketHandle>, Option<Duration>) {
     let requester = {
@@ -285,7 +286,7 @@ async fn market_view(
 }
 
 /// The contract's RFP id: remembered, or asked for again with an idempotent publish.
-async fn rfp_id(handle: &MarketHandle, contract: &ComputeContract) -> Result<RfpId, Observation> {
+async fn rfp_id(handle: &MarketHandle, contract: &CachedContract) -> Result<RfpId, Observation> {
     let key = contract_key(contract);
     if let Some(id) = handle.rfp(&key) {
         return Ok(id);
@@ -310,7 +311,7 @@ fn failed(operation: Operation, error: &market::MarketError) -> Observation {
 /// Makes one market call and reports what the market said.
 async fn perform(
     handle: &MarketHandle,
-    contract: &ComputeContract,
+    contract: &CachedContract,
     command: Command,
 ) -> Observation {
     let market = &handle.market;
@@ -370,9 +371,9 @@ const MANAGER: &str = crate::requester::IDENTITY.manager;
 /// guarded by the resourceVersion read); `None` when the contract is gone.
 async fn write_receipt_annotation(
     client: &kube::Client,
-    contract: &ComputeContract,
+    contract: &CachedContract,
     receipt: &Receipt,
-) -> Result<Option<ComputeContract>> {
+) -> Result<Option<CachedContract>> {
     let value = serde_json::to_string(receipt).map_err(|e| Error::Invalid {
         object: write::describe_object(contract),
         reason: format!("receipt does not serialize: {e}"),
@@ -394,8 +395,8 @@ async fn write_receipt_annotation(
 /// finalizer of a newer object.
 /// The removal is recorded: a reconcile of the copy it replaced (queued
 /// meanwhile) would send it again to a contract that is gone.
-async fn remove_release_finalizer(rt: &Runtime, contract: &ComputeContract) -> Result<()> {
-    let (_, written) = write::remove_finalizer_written::<ComputeContract>(
+async fn remove_release_finalizer(rt: &Runtime, contract: &CachedContract) -> Result<()> {
+    let (_, written) = write::remove_finalizer_written::<CachedContract>(
         &rt.ctx.client,
         MANAGER,
         &Seen::of(contract),
@@ -412,14 +413,14 @@ async fn remove_release_finalizer(rt: &Runtime, contract: &ComputeContract) -> R
 
 /// Deletes a finished contract whose TTL ran out: exactly the object read (uid
 /// and resourceVersion), so one that changed since is decided again.
-async fn delete_expired(client: &kube::Client, contract: &ComputeContract) -> Result<()> {
-    if write::delete_if_present::<ComputeContract>(client, &Seen::of(contract)).await? {
+async fn delete_expired(client: &kube::Client, contract: &CachedContract) -> Result<()> {
+    if write::delete_if_present::<CachedContract>(client, &Seen::of(contract)).await? {
         info!("finished contract deleted after ttlSecondsAfterFinished");
     }
     Ok(())
 }
 
-async fn publish_event(rt: &Runtime, contract: &ComputeContract, event: ContractEvent) {
+async fn publish_event(rt: &Runtime, contract: &CachedContract, event: ContractEvent) {
     if let Err(error) = rt
         .ctx
         .recorder

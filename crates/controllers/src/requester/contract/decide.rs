@@ -41,7 +41,7 @@
 
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractPhase as Phase, ComputeContractStatus, Receipt, names};
+use api::{ComputeContractPhase as Phase, ComputeContractStatus, Receipt, names};
 use chrono::{DateTime, Utc};
 use market::Bid;
 
@@ -49,6 +49,7 @@ pub use super::events::{ContractEvent, release_finished, transition_event};
 pub use super::lifecycle::{
     Command, FailureKind, MarketFailure, MarketView, Observation, Operation, Timing,
 };
+use crate::cache::CachedContract;
 use crate::requester::conditions as cond;
 use crate::time::{self, from_time, until};
 
@@ -73,7 +74,7 @@ pub struct Step {
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs<'a> {
     /// The contract as last written (status included).
-    pub contract: &'a ComputeContract,
+    pub contract: &'a CachedContract,
     /// The namespace's market.
     pub market: &'a MarketView,
     /// Poll and retry intervals.
@@ -84,18 +85,15 @@ pub struct Inputs<'a> {
 
 /// The receipt recorded in the receipt annotation, if it parses.
 #[must_use]
-pub fn annotated_receipt(contract: &ComputeContract) -> Option<Receipt> {
+pub fn annotated_receipt(contract: &CachedContract) -> Option<Receipt> {
     contract
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(names::RECEIPT_ANNOTATION)
+        .annotation(names::RECEIPT_ANNOTATION)
         .and_then(|json| serde_json::from_str(json).ok())
 }
 
 /// The contract's receipt: from status, or from the annotation when status lost it.
 #[must_use]
-pub fn known_receipt(contract: &ComputeContract) -> Option<Receipt> {
+pub fn known_receipt(contract: &CachedContract) -> Option<Receipt> {
     contract
         .status
         .as_ref()

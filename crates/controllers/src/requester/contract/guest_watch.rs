@@ -23,13 +23,14 @@
 
 use std::sync::Arc;
 
-use api::{ComputeContract, ComputeContractPhase as Phase, Receipt};
+use api::{ComputeContractPhase as Phase, Receipt};
 use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::reflector::ObjectRef;
 use market::{GuestStatus, MarketError};
 use tracing::{debug, warn};
 
 use super::decide::known_receipt;
+use crate::cache::CachedContract;
 use crate::market_adapter::mapping::to_market;
 use crate::requester::Runtime;
 use crate::requester::markets::select_requester;
@@ -38,7 +39,7 @@ use crate::requester::markets::select_requester;
 /// registered, no release asked for. These are the contracts whose decide
 /// waits for a change instead of polling.
 #[must_use]
-pub fn watched_receipt(contract: &ComputeContract) -> Option<Receipt> {
+pub fn watched_receipt(contract: &CachedContract) -> Option<Receipt> {
     let status = contract.status.as_ref()?;
     let registered = status
         .guest
@@ -59,7 +60,7 @@ pub fn watched_receipt(contract: &ComputeContract) -> Option<Receipt> {
 /// contract's own poll only backed off on one and kept its status, and the
 /// next round asks again.
 #[must_use]
-pub fn needs_look(contract: &ComputeContract, answer: &Result<GuestStatus, MarketError>) -> bool {
+pub fn needs_look(contract: &CachedContract, answer: &Result<GuestStatus, MarketError>) -> bool {
     let guest = contract.status.as_ref().and_then(|s| s.guest.as_ref());
     match answer {
         Ok(GuestStatus::NodeRegistered { address, node_id }) => guest.is_none_or(|guest| {
@@ -74,7 +75,7 @@ pub fn needs_look(contract: &ComputeContract, answer: &Result<GuestStatus, Marke
 /// context's stop, sending the contracts to look at to `wake`.
 pub(in crate::requester) async fn run(
     rt: Arc<Runtime>,
-    wake: UnboundedSender<ObjectRef<ComputeContract>>,
+    wake: UnboundedSender<ObjectRef<CachedContract>>,
 ) {
     let every = rt.ctx.timing.guest_poll;
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -101,7 +102,7 @@ pub(in crate::requester) async fn run(
 }
 
 /// One round: the contracts whose guest's answer differs from their status.
-async fn poll_once(rt: &Runtime) -> Vec<ObjectRef<ComputeContract>> {
+async fn poll_once(rt: &Runtime) -> Vec<ObjectRef<CachedContract>> {
     let namespace = rt.ctx.contract_namespace.as_str();
     let requester = {
         let requesters = rt.requesters.state();
@@ -135,7 +136,7 @@ async fn poll_once(rt: &Runtime) -> Vec<ObjectRef<ComputeContract>> {
         &(namespace.to_owned(), Some(Phase::Deployed)),
         &rt.contracts,
     );
-    let watched: Vec<(Arc<ComputeContract>, Receipt)> = deployed
+    let watched: Vec<(Arc<CachedContract>, Receipt)> = deployed
         .into_iter()
         .filter_map(|contract| watched_receipt(&contract).map(|receipt| (contract, receipt)))
         .collect();
@@ -191,7 +192,7 @@ mod tests {
     }
 
     /// A Deployed contract whose guest registered node n1 at 10.0.0.7.
-    fn registered() -> ComputeContract {
+    fn registered() -> CachedContract {
         let c = deployed();
         let s = step(
             &c,

@@ -10,10 +10,11 @@
 
 use std::time::Duration;
 
-use api::{ComputeContract, ComputeContractPhase as Phase};
+use api::ComputeContractPhase as Phase;
 use chrono::{DateTime, Utc};
 
 use super::decide::known_receipt;
+use crate::cache::CachedContract;
 use crate::requester::conditions as cond;
 use crate::time::{from_time, until};
 
@@ -32,7 +33,7 @@ pub enum Ttl {
 
 /// Whether the contract is finished and holds no guest.
 #[must_use]
-pub fn finished_without_guest(contract: &ComputeContract) -> bool {
+pub fn finished_without_guest(contract: &CachedContract) -> bool {
     let Some(status) = contract.status.as_ref() else {
         return false;
     };
@@ -50,7 +51,7 @@ pub fn finished_without_guest(contract: &ComputeContract) -> bool {
 
 /// The TTL verdict for `contract` at `now`.
 #[must_use]
-pub fn verdict(contract: &ComputeContract, now: DateTime<Utc>) -> Ttl {
+pub fn verdict(contract: &CachedContract, now: DateTime<Utc>) -> Ttl {
     if !finished_without_guest(contract) {
         return Ttl::NotFinished;
     }

@@ -16,10 +16,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ComputeContract, ConditionStatus as S, Infra, Requester, RequesterStatus, names};
+use api::{ConditionStatus as S, Infra, Requester, RequesterStatus, names};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
+use crate::cache::CachedContract;
 use crate::market_adapter::{self, Readiness};
 use crate::requester::conditions as cond;
 use crate::requester::contract::ttl::finished_without_guest;
@@ -154,7 +155,7 @@ pub struct DeletingInputs<'a> {
     /// Every Infra of the namespace.
     pub infras: &'a [Arc<Infra>],
     /// Every ComputeContract of the namespace.
-    pub contracts: &'a [Arc<ComputeContract>],
+    pub contracts: &'a [Arc<CachedContract>],
     /// The injected clock's time.
     pub now: DateTime<Utc>,
 }
@@ -169,7 +170,7 @@ pub enum DeletePlan<'a> {
         /// Infras not yet being deleted.
         infras: Vec<&'a Infra>,
         /// Contracts finished without a guest, once no Infra remains.
-        contracts: Vec<&'a ComputeContract>,
+        contracts: Vec<&'a CachedContract>,
         /// The status to write; `None` when it is unchanged.
         write: Option<RequesterStatus>,
     },
@@ -193,7 +194,7 @@ pub fn deleting(inputs: DeletingInputs<'_>) -> DeletePlan<'_> {
         .map(AsRef::as_ref)
         .filter(|i| i.metadata.deletion_timestamp.is_none())
         .collect();
-    let contracts: Vec<&ComputeContract> = if inputs.infras.is_empty() {
+    let contracts: Vec<&CachedContract> = if inputs.infras.is_empty() {
         inputs
             .contracts
             .iter()

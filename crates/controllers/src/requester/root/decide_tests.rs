@@ -46,7 +46,7 @@ fn infra(name: &str, deleting: bool) -> Arc<Infra> {
     Arc::new(infra)
 }
 
-fn named(name: &str, phase: Option<Phase>) -> Arc<ComputeContract> {
+fn named(name: &str, phase: Option<Phase>) -> Arc<CachedContract> {
     let mut c = with_status(
         contract(),
         ComputeContractStatus {
@@ -76,7 +76,7 @@ fn delete_step<'a>(
     requester: &'a Requester,
     runner: Option<&'a str>,
     infras: &'a [Arc<Infra>],
-    contracts: &'a [Arc<ComputeContract>],
+    contracts: &'a [Arc<CachedContract>],
 ) -> DeletePlan<'a> {
     deleting(DeletingInputs {
         requester,
