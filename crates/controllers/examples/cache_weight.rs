@@ -9,6 +9,10 @@
 //! `bench-scale --external` shows it through its noise (plans 0016 C2 and
 //! 0017).
 //!
+//! Then what the local market holds per rented guest (its records, maps
+//! and call counters), 10,000 guests rented in a row: in the benchmark's
+//! manager it is the market, so its memory is the manager's.
+//!
 //! The objects are a Deployed contract, its Joined claim, its join Secret
 //! and an Infra of three nodes, from `manager dev` with `examples/` applied
 //! (`cache_weight/*.json`; the Secret's token replaced).
@@ -81,4 +85,69 @@ fn main() {
         "  a node's objects          {per_node:>6} B = {:.1} KiB (plan 0017's budget for them: 2.3 KiB)",
         per_node as f64 / 1024.0
     );
+    let market = local_market_weight(MARKET_GUESTS);
+    println!(
+        "  the local market          {market:>6} B a rented guest, {MARKET_GUESTS} rented (budget: 0.4 KiB)"
+    );
+}
+
+/// Guests rented for the local market's figure: the benchmark's 10,000 nodes,
+/// where its maps' tables are as full as there.
+const MARKET_GUESTS: usize = 10_000;
+
+/// What the local market (in the manager's process with a `local` market)
+/// holds per rented guest: its records, maps and call counters, `guests`
+/// rented in a row as `bench-scale` rents them.
+fn local_market_weight(guests: usize) -> usize {
+    use market::{
+        ContractKey, LocalBidder, LocalMarket, LocalMarketConfig, Location, Market,
+        RequestForProposal, Resources, SystemClock,
+    };
+    let bidder = |did: &str, cost| LocalBidder {
+        capacity: u32::try_from(guests).expect("a few guests"),
+        ..LocalBidder::new(did, cost, "EUR")
+    };
+    let config = LocalMarketConfig {
+        seed: 7,
+        bidders: vec![
+            bidder("did:web:south.bidders.example", 95),
+            bidder("did:web:north.bidders.example", 99),
+        ],
+        state_dir: None,
+        node_register_delay: std::time::Duration::ZERO,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let market = LocalMarket::new(config, Arc::new(SystemClock)).expect("the market starts");
+        let mut receipts = Vec::with_capacity(guests);
+        let before = held();
+        for i in 0..guests {
+            let rfp = RequestForProposal {
+                contract: ContractKey::new(
+                    "socialweb-system",
+                    format!("nodes-b27d3c1c71666568b47a-node-{i:020x}"),
+                ),
+                resources: Resources {
+                    cpus: 2,
+                    memory_mib: 4096,
+                    disk_gib: 40,
+                    network_mbps: 1000,
+                },
+                location: Location {
+                    country: "DE".to_owned(),
+                    region: None,
+                },
+                owner_did: "did:plc:z72i7hdynmk6r22z27h6tvur".to_owned(),
+            };
+            let id = market.publish_rfp(rfp).await.expect("published");
+            let bids = market.collect_bids(&id).await.expect("bids");
+            let cheapest = market::cheapest(&bids).expect("a bid");
+            receipts.push(market.accept(&id, cheapest).await.expect("accepted"));
+        }
+        // The receipts are the caller's (the contracts' status), not the market's.
+        let receipts_heap: usize = receipts.iter().map(|r| r.uri.len() + r.cid.len()).sum();
+        (held() - before - receipts_heap) / guests
+    })
 }
