@@ -21,15 +21,13 @@
 //!   labels are read through [`Labelled`] and the annotations through
 //!   [`CachedContract::annotation`].
 
-use std::borrow::Cow;
-
 use api::{ComputeContract, ComputeContractSpec, ComputeContractStatus, StringMap};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::core::object::HasStatus;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 use super::Labelled;
+use super::projection::projection_of;
 
 /// What the shared cache keeps of a ComputeContract. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
@@ -94,12 +92,6 @@ impl From<CachedContract> for ComputeContract {
     }
 }
 
-impl<'de> Deserialize<'de> for CachedContract {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        ComputeContract::deserialize(deserializer).map(Self::from)
-    }
-}
-
 impl Serialize for CachedContract {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Only writes serialize one (a status write's body): a copy is cheap there.
@@ -107,34 +99,7 @@ impl Serialize for CachedContract {
     }
 }
 
-impl Resource for CachedContract {
-    type DynamicType = ();
-    type Scope = <ComputeContract as Resource>::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        ComputeContract::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        ComputeContract::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        ComputeContract::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        ComputeContract::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+projection_of!(CachedContract, ComputeContract);
 
 impl HasStatus for CachedContract {
     type Status = ComputeContractStatus;

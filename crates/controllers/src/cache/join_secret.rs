@@ -20,7 +20,6 @@
 //!   anyone changed is still rewritten.
 //! - Its `Debug` never shows the token.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -29,10 +28,9 @@ use api::names::JOIN_SECRET_TYPE;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
-use serde::{Deserialize, Deserializer};
 use sha2::{Digest, Sha256};
 
+use super::projection::projection_of;
 use crate::nodeclaim::secrets::TOKEN_KEY;
 
 /// A SHA-256 of a Secret's data ([`data_digest`]).
@@ -84,14 +82,6 @@ impl From<Secret> for CachedJoinSecret {
     }
 }
 
-impl<'de> Deserialize<'de> for CachedJoinSecret {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // The whole Secret lives only while it is read: its CA and the rest of
-        // its data are in the digest.
-        Secret::deserialize(deserializer).map(Self::from)
-    }
-}
-
 impl fmt::Debug for CachedJoinSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedJoinSecret")
@@ -104,34 +94,7 @@ impl fmt::Debug for CachedJoinSecret {
     }
 }
 
-impl Resource for CachedJoinSecret {
-    type DynamicType = ();
-    type Scope = <Secret as Resource>::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Secret::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        Secret::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        Secret::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Secret::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+projection_of!(CachedJoinSecret, Secret);
 
 /// The SHA-256 of `data`: each key and value in key order, each prefixed
 /// with its length so that no two different maps hash alike.

@@ -53,6 +53,7 @@ pub mod decode;
 pub mod index;
 pub mod join_secret;
 mod labelled;
+mod projection;
 
 use std::{
     borrow::Cow,

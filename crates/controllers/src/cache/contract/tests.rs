@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::cache::decode::Decoded;
+use kube::Resource;
 
 fn contract_json() -> Value {
     json!({

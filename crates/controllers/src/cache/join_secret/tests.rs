@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::cache::Labelled;
 use crate::cache::decode::Decoded;
+use kube::Resource;
 
 fn secret_json(type_: &str) -> Value {
     json!({
