@@ -45,8 +45,7 @@ use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent,
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use crate::cache::CachedContract;
-use crate::cache::{CacheReadiness, Indexes, SharedCaches};
+use crate::cache::{CacheReadiness, CachedContract, Indexes, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
 use crate::{Error, Result};
 use decide::InfraPlan;

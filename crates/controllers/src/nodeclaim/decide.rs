@@ -37,8 +37,7 @@ use super::conditions::reason;
 use super::root::RootState;
 use super::secrets::{JoinSecret, desired_join_secret};
 use super::status::{self, ClaimView, Outcome};
-use crate::cache::CachedContract;
-use crate::cache::{CachedJoinSecret, Labelled};
+use crate::cache::{CachedContract, CachedJoinSecret, Labelled};
 use crate::time::earliest;
 use crate::write::Seen;
 

@@ -58,8 +58,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
-use crate::cache::CachedContract;
-use crate::cache::{CacheReadiness, CachedJoinSecret, Indexes, Labelled, SharedCaches};
+use crate::cache::{
+    CacheReadiness, CachedContract, CachedJoinSecret, Indexes, Labelled, SharedCaches,
+};
 use crate::reconciler::{self, Identity, Shell};
 use compose::ClusterKey;
 

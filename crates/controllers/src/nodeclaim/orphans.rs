@@ -37,8 +37,7 @@ use super::{
     METRICS_LABEL, Runtime, cluster_ref, infra_cluster_key, labelled_cluster_key, reconcile_key,
 };
 use crate::Result;
-use crate::cache::CachedContract;
-use crate::cache::{CachedJoinSecret, Indexes, SharedCaches};
+use crate::cache::{CachedContract, CachedJoinSecret, Indexes, SharedCaches};
 use crate::reconciler;
 
 /// Whether claims of `key` are this controller's: its Cluster is not in the

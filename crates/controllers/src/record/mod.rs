@@ -38,8 +38,7 @@ use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::{CacheReadiness, SharedCaches};
-use crate::cache::{CachedContract, Labelled};
+use crate::cache::{CacheReadiness, CachedContract, Labelled, SharedCaches};
 use crate::reconciler::{Identity, ReconcilerContext};
 use crate::requester::markets::select_requester;
 use crate::{Clock, Error, Result};

@@ -39,8 +39,7 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::CachedContract;
-use crate::cache::Indexes;
+use crate::cache::{CachedContract, Indexes};
 use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
 use crate::{CacheReadiness, Clock, SharedCaches};
 
