@@ -30,6 +30,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sha2::{Digest, Sha256};
 
+use super::Labelled;
 use super::projection::projection_of;
 use crate::nodeclaim::secrets::TOKEN_KEY;
 
@@ -95,6 +96,12 @@ impl fmt::Debug for CachedJoinSecret {
 }
 
 projection_of!(CachedJoinSecret, Secret);
+
+impl Labelled for CachedJoinSecret {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key)
+    }
+}
 
 /// The SHA-256 of `data`: each key and value in key order, each prefixed
 /// with its length so that no two different maps hash alike.

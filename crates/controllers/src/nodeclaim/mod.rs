@@ -580,6 +580,8 @@ mod tests {
                 .into_iter()
                 .collect(),
         );
+        // The mappers see contracts as the cache keeps them.
+        let contract = CachedContract::from(contract);
         assert_eq!(
             labelled_cluster_key(&store, "socialweb-system", &contract),
             Some(key("tenant-a", "c1"))
