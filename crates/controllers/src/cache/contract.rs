@@ -27,7 +27,7 @@ use kube::core::object::HasStatus;
 use serde::{Serialize, Serializer};
 
 use super::Labelled;
-use super::projection::projection_of;
+use super::projection::{KeptMetadata, projection_of};
 
 /// What the shared cache keeps of a ComputeContract. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
@@ -55,18 +55,19 @@ impl CachedContract {
 impl From<ComputeContract> for CachedContract {
     fn from(contract: ComputeContract) -> Self {
         let ComputeContract {
-            mut metadata,
+            metadata,
             spec,
             status,
         } = contract;
-        let labels = metadata.labels.take().map(StringMap::from);
-        let annotations = metadata.annotations.take().map(StringMap::from);
-        metadata.creation_timestamp = None;
-        metadata.managed_fields = None;
+        let KeptMetadata {
+            metadata,
+            labels,
+            annotations,
+        } = metadata.into();
         Self {
             metadata,
-            labels: labels.unwrap_or_default(),
-            annotations: annotations.unwrap_or_default(),
+            labels,
+            annotations,
             spec,
             status,
         }

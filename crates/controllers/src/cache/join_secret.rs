@@ -31,7 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sha2::{Digest, Sha256};
 
 use super::Labelled;
-use super::projection::projection_of;
+use super::projection::{KeptMetadata, projection_of};
 use crate::nodeclaim::secrets::TOKEN_KEY;
 
 /// A SHA-256 of a Secret's data ([`data_digest`]).
@@ -57,19 +57,15 @@ pub struct CachedJoinSecret {
 impl From<Secret> for CachedJoinSecret {
     fn from(secret: Secret) -> Self {
         let Secret {
-            mut metadata,
+            metadata,
             data,
             type_,
             ..
         } = secret;
-        let labels = metadata
-            .labels
-            .take()
-            .map(StringMap::from)
-            .unwrap_or_default();
-        metadata.annotations = None;
-        metadata.creation_timestamp = None;
-        metadata.managed_fields = None;
+        // Nothing reads a join Secret's annotations.
+        let KeptMetadata {
+            metadata, labels, ..
+        } = metadata.into();
         let data = data.unwrap_or_default();
         Self {
             metadata,
