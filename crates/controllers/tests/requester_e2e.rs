@@ -37,6 +37,11 @@ async fn a_contract_is_rented_deployed_and_the_receipt_recorded_twice() {
     );
     assert_eq!(env.market.rfps_published(&key("c1")), 1);
     assert_eq!(env.market.guests_rented(&key("c1")), 1);
+    assert_eq!(
+        env.remembered_rfps("root").await,
+        0,
+        "a contract past its bidding leaves no RFP id behind"
+    );
     // The Requester reports its market and holds the root finalizer.
     env.wait_until("requester status", Duration::from_secs(5), async || {
         let r = env.requesters().get("root").await.unwrap();
@@ -142,6 +147,11 @@ async fn no_bids_fails_and_recovers_when_a_bidder_appears() {
         message.contains("2 cpus") && message.contains("DE"),
         "{message}"
     );
+    assert_eq!(
+        env.remembered_rfps("root").await,
+        1,
+        "a contract that may bid again keeps its RFP id"
+    );
     env.set_bidders("root", vec![bidder("did:web:late", 4)])
         .await;
     let c = env.wait_phase("c1", Phase::Deployed).await;
@@ -156,6 +166,29 @@ async fn no_bids_fails_and_recovers_when_a_bidder_appears() {
         env.market.rfps_published(&key("c1")),
         1,
         "the same RFP, collected again"
+    );
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_contract_deleted_before_any_bid_leaves_no_rfp_id_behind() {
+    let (env, controller) = Env::running().await;
+    env.create_requester("root", vec![], 1).await;
+    env.create_contract("c1", 3600).await;
+    env.wait_phase("c1", Phase::Failed).await;
+    assert_eq!(env.remembered_rfps("root").await, 1);
+    env.contracts()
+        .delete("c1", &Default::default())
+        .await
+        .unwrap();
+    env.wait_until("c1 gone", Duration::from_secs(10), async || {
+        env.contracts().get_opt("c1").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(
+        env.remembered_rfps("root").await,
+        0,
+        "the RFP id goes with the release finalizer"
     );
     controller.abort();
 }

@@ -60,6 +60,26 @@ impl MarketHandle {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(contract, rfp);
     }
+
+    /// Forgets the RFP id of a contract past its bidding (a bid accepted, or
+    /// its finalizer removed): a map of every contract ever rented grew with
+    /// the fleet's whole history. Asked for again, it is published again,
+    /// idempotently.
+    pub fn forget_rfp(&self, contract: &ContractKey) {
+        self.rfps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(contract);
+    }
+
+    /// How many contracts' RFP ids it remembers.
+    #[must_use]
+    pub fn remembered_rfps(&self) -> usize {
+        self.rfps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
 }
 
 struct Entry {

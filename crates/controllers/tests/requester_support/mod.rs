@@ -28,6 +28,8 @@ pub struct Env {
     pub client: kube::Client,
     pub clock: Arc<dyn Clock>,
     pub market: Arc<LocalMarket>,
+    /// The markets of the controller started last.
+    markets: std::sync::Mutex<Option<Arc<Markets>>>,
 }
 
 impl Env {
@@ -41,6 +43,7 @@ impl Env {
             client,
             clock,
             market,
+            markets: std::sync::Mutex::default(),
         }
     }
 
@@ -81,6 +84,7 @@ impl Env {
             Arc::clone(&self.clock),
             Injected::Local(Arc::clone(&self.market)),
         ));
+        *self.markets.lock().unwrap() = Some(Arc::clone(&markets));
         let mut ctx = Context::new(self.client.clone(), Arc::clone(&self.clock), markets, NS);
         ctx.timing = timing;
         ctx.metrics = metrics;
@@ -90,6 +94,22 @@ impl Env {
         tokio::spawn(async move {
             futures::join!(controller, reflectors);
         })
+    }
+
+    /// How many contracts' RFP ids the running controller remembers for the
+    /// Requester `name`.
+    pub async fn remembered_rfps(&self, name: &str) -> usize {
+        let requester = self.requesters().get(name).await.unwrap();
+        let markets = self
+            .markets
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("a controller started");
+        markets
+            .existing(&requester)
+            .expect("the Requester's market is built")
+            .remembered_rfps()
     }
 
     pub fn contracts(&self) -> Api<ComputeContract> {

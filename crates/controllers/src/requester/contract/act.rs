@@ -126,6 +126,9 @@ pub(in crate::requester) async fn reconcile_contract(
         }
         if step.remove_finalizer {
             remove_release_finalizer(&rt, &current).await?;
+            if let Some(handle) = &handle {
+                handle.forget_rfp(&contract_key(&current));
+            }
             return Ok(Action::await_change());
         }
         let Some(command) = step.command else {
@@ -334,10 +337,13 @@ async fn perform(
         },
         Command::Accept(bid) => match rfp_id(handle, contract).await {
             Ok(id) => match market.accept(&id, &bid).await {
-                Ok(receipt) => Observation::Accepted {
-                    bid,
-                    receipt: from_market(receipt),
-                },
+                Ok(receipt) => {
+                    handle.forget_rfp(&contract_key(contract));
+                    Observation::Accepted {
+                        bid,
+                        receipt: from_market(receipt),
+                    }
+                }
                 Err(error) => failed(operation, &error),
             },
             Err(observation) => observation,
