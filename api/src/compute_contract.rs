@@ -12,6 +12,7 @@ use crate::common::{
 };
 use crate::condition::Condition;
 use crate::names::DID_PATTERN;
+use crate::text::Text;
 
 /// Default of `spec.ttlSecondsAfterFinished`: 8 days.
 pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: u32 = 691_200;
@@ -103,7 +104,7 @@ pub struct ComputeContractStatus {
     pub conditions: Vec<Condition>,
     /// A human-readable account of the last failure or step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Text>,
     /// Failed attempts of the current step (publishing, releasing), for backoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_COUNT))]

@@ -21,6 +21,7 @@ pub mod names;
 pub mod nodeclaim;
 pub mod requester;
 pub mod string_map;
+pub mod text;
 
 pub use atproto_market::*;
 pub use atproto_record::*;
@@ -34,6 +35,7 @@ pub use names::*;
 pub use nodeclaim::*;
 pub use requester::*;
 pub use string_map::StringMap;
+pub use text::{Text, intern};
 
 /// The API group of every kind.
 pub const GROUP: &str = "socialweb.computer";

@@ -31,7 +31,7 @@ fn ready_reason(world: &World) -> String {
     find_condition(&status.conditions, READY)
         .unwrap()
         .reason
-        .clone()
+        .to_string()
 }
 
 fn hand_release_events(events: &[InfraEvent]) -> usize {

@@ -48,7 +48,7 @@ async fn condition_reason(
     eventually(&format!("{namespace}/{name} {type_} {want}"), || async {
         let claim = api.get(name).await.ok()?;
         let condition = api::find_condition(&claim.status?.conditions, type_)?.clone();
-        (condition.reason == want).then_some(condition.message)
+        (condition.reason == want).then(|| condition.message.to_string())
     })
     .await
 }

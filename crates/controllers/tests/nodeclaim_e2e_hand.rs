@@ -44,7 +44,11 @@ fn contract_writes(env: &Env, name: &str) -> Vec<(ChangeType, serde_json::Value)
 async fn ready_reason(env: &Env) -> Option<String> {
     let infra = infras(env).get(&infra_name(NS, "c1")).await.ok()?;
     let status = infra.status?;
-    Some(find_condition(&status.conditions, READY)?.reason.clone())
+    Some(
+        find_condition(&status.conditions, READY)?
+            .reason
+            .to_string(),
+    )
 }
 
 /// Replaces the Infra with `edit` applied, as `kubectl edit` would. The
@@ -98,7 +102,7 @@ async fn a_contract_released_by_hand_fails_its_claim_and_rents_nothing_more() {
             let ready = find_condition(&status.conditions, "Ready")?;
             (status.phase == Some(NodeClaimPhase::Failed)
                 && ready.reason == REASON_RELEASED_BY_HAND)
-                .then_some(ready.message.clone())
+                .then_some(ready.message.to_string())
         },
     )
     .await;

@@ -207,10 +207,8 @@ fn a_contract_that_retries_after_no_bids_keeps_its_claim_requesting() {
         let contract = w.contract_of("worker-a");
         set_phase(contract, ComputeContractPhase::Failed, None);
         let status = contract.status.as_mut().unwrap();
-        status.message = Some(format!(
-            "no bids: ...; retrying at {}",
-            retry_at.to_rfc3339()
-        ));
+        status.message =
+            Some(format!("no bids: ...; retrying at {}", retry_at.to_rfc3339()).into());
         status.next_attempt_at = Some(to_time(retry_at));
     }
     w.reconcile(start() + Duration::seconds(1));

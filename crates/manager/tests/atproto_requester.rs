@@ -23,7 +23,11 @@ async fn ready(env: &Env) -> Option<(String, String, String)> {
         .conditions
         .into_iter()
         .find(|c| c.type_ == "Ready")?;
-    Some((format!("{:?}", ready.status), ready.reason, ready.message))
+    Some((
+        format!("{:?}", ready.status),
+        ready.reason.into(),
+        ready.message.into(),
+    ))
 }
 
 /// Waits until the Requester's Ready condition has `reason` and a message

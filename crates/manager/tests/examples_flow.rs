@@ -114,7 +114,7 @@ async fn the_documented_example_flow_reaches_joined_in_dev() {
                     .map(|c| {
                         let status = c.status.clone().unwrap_or_default();
                         let ready = api::find_condition(&status.conditions, "Ready")
-                            .map(|c| c.reason.clone())
+                            .map(|c| c.reason.to_string())
                             .unwrap_or_default();
                         (c.name_any(), status.phase, ready)
                     })

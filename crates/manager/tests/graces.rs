@@ -47,7 +47,7 @@ async fn failed_because(env: &Env, name: &str) -> String {
             .conditions
             .iter()
             .find(|c| c.type_ == JOINED)
-            .map(|c| c.reason.clone())
+            .map(|c| c.reason.to_string())
     })
     .await
 }

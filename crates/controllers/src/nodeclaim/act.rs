@@ -344,7 +344,8 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
             metrics.observe_nodeclaim_joined(since);
         }
     }
-    let message = api::find_condition(&change.status.conditions, READY).map(|c| c.message.clone());
+    let message =
+        api::find_condition(&change.status.conditions, READY).map(|c| c.message.to_string());
     let Some(event) = NodeClaimEvent::of_transition(change.previous_phase, phase, message) else {
         return;
     };

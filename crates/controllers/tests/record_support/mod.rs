@@ -298,7 +298,7 @@ impl World {
     pub async fn ready_reason(&self) -> Option<String> {
         let record = self.records().get_opt(INFRA).await.ok()??;
         let status = record.status?;
-        api::find_condition(&status.conditions, "Ready").map(|c| c.reason.clone())
+        api::find_condition(&status.conditions, "Ready").map(|c| c.reason.to_string())
     }
 
     /// Event reasons about `name` (of any kind) in the namespace.

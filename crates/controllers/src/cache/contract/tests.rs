@@ -111,3 +111,32 @@ fn it_is_watched_and_written_as_a_compute_contract() {
         ComputeContract::url_path(&(), Some("ns"))
     );
 }
+
+#[test]
+fn equal_condition_messages_share_one_allocation_and_write_back_unchanged() {
+    let mut value = contract_json();
+    let condition = |type_: &str, message: &str| {
+        json!({"type": type_, "status": "True", "reason": "Deployed", "message": message,
+               "lastTransitionTime": "2026-12-05T04:26:47Z", "observedGeneration": 1})
+    };
+    value["status"]["conditions"] = json!([
+        condition("Accepted", "the bid of did:web:a was accepted"),
+        condition("Ready", "on the network"),
+        condition("Bidding", "the bid of did:web:a was accepted"),
+        condition("Deployed", "on the network"),
+    ]);
+    let contract = cached(value.clone());
+    let status = contract.status().unwrap();
+    let [accepted, ready, bidding, deployed] = &status.conditions[..] else {
+        panic!("four conditions");
+    };
+    assert!(bidding.message.shares(&accepted.message));
+    assert!(deployed.message.shares(&ready.message));
+    assert!(status.message.as_ref().unwrap().shares(&ready.message));
+    let mut expected: ComputeContract = serde_json::from_value(value).unwrap();
+    expected.metadata.creation_timestamp = None;
+    assert_eq!(
+        serde_json::to_value(&contract).unwrap(),
+        serde_json::to_value(&expected).unwrap()
+    );
+}

@@ -41,7 +41,7 @@ pub fn observe(
     };
     let why = || {
         status
-            .and_then(|s| s.message.clone())
+            .and_then(|s| s.message.as_ref().map(api::Text::to_string))
             .unwrap_or_else(|| "no reason given".to_owned())
     };
     let was_deployed =

@@ -192,7 +192,7 @@ impl<'a> Draft<'a> {
     }
 
     pub fn message(&mut self, message: impl Into<String>) {
-        self.status.message = Some(crate::message::cap(&message.into()));
+        self.status.message = Some(crate::message::cap(&message.into()).into());
     }
 
     /// A pending retry's deadline, if it is still ahead.
@@ -299,7 +299,7 @@ impl<'a> Draft<'a> {
                 // The release is done (a failed guest's, before it had to go):
                 // its reason says how far the market could tell, and stays.
                 let done = api::find_condition(&self.status.conditions, cond::RELEASED)
-                    .map(|c| (c.reason.clone(), c.message.clone()))
+                    .map(|c| (c.reason.to_string(), c.message.to_string()))
                     .filter(|(reason, _)| reason != cond::GUEST_GONE);
                 let (reason, message) = done.unwrap_or_else(|| {
                     (
@@ -452,7 +452,7 @@ impl<'a> Draft<'a> {
             let kept = (phase == Phase::Failed)
                 .then(|| api::find_condition(&self.status.conditions, cond::READY))
                 .flatten()
-                .map(|c| c.reason.clone());
+                .map(|c| c.reason.to_string());
             let reason = self
                 .ready_reason
                 .map(str::to_owned)

@@ -70,11 +70,15 @@ pub fn transition_event(
     new: &ComputeContractStatus,
 ) -> Option<ContractEvent> {
     let old_phase = old.and_then(|s| s.phase);
-    let note = new.message.clone().unwrap_or_default();
+    let note = new
+        .message
+        .as_ref()
+        .map(api::Text::to_string)
+        .unwrap_or_default();
     let unconfirmed = |s: &ComputeContractStatus| {
         api::find_condition(&s.conditions, cond::RELEASED)
             .filter(|c| c.reason == cond::RELEASE_UNCONFIRMED)
-            .map(|c| c.message.clone())
+            .map(|c| c.message.to_string())
     };
     if let Some(message) = unconfirmed(new)
         && old.and_then(unconfirmed).is_none()
