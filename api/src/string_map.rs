@@ -6,13 +6,17 @@
 //! 540 bytes) to hold one, and every node's labels are held twice in the
 //! manager's caches (its contract's `spec.nodeJoin` and its entry in the
 //! Infra): about 0.9 KiB per node, 9 MiB at 10,000 nodes (plan 0016 C2). A
-//! vector sorted by key holds two labels in 96 bytes.
+//! vector sorted by key holds two labels in 80 bytes. Its keys are
+//! [`intern`]ed: every node's labels and annotations have the same few keys
+//! (plan 0017).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
+
+use crate::text::{Text, intern, interned};
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -26,7 +30,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 ///   last value.
 /// - Equality, ordering and `Hash` are those of that `BTreeMap`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StringMap(Vec<(String, String)>);
+pub struct StringMap(Vec<(Text, String)>);
 
 impl StringMap {
     /// An empty map; allocates nothing.
@@ -58,7 +62,7 @@ impl StringMap {
         match self.position(&key) {
             Ok(at) => Some(std::mem::replace(&mut self.0[at].1, value)),
             Err(at) => {
-                self.0.insert(at, (key, value));
+                self.0.insert(at, (intern(&key), value));
                 None
             }
         }
@@ -94,13 +98,20 @@ impl<const N: usize> From<[(String, String); N]> for StringMap {
 
 impl From<BTreeMap<String, String>> for StringMap {
     fn from(map: BTreeMap<String, String>) -> Self {
-        Self(map.into_iter().collect())
+        Self(
+            map.into_iter()
+                .map(|(key, value)| (intern(&key), value))
+                .collect(),
+        )
     }
 }
 
 impl From<StringMap> for BTreeMap<String, String> {
     fn from(map: StringMap) -> Self {
-        map.0.into_iter().collect()
+        map.0
+            .into_iter()
+            .map(|(key, value)| (key.into(), value))
+            .collect()
     }
 }
 
@@ -118,6 +129,10 @@ impl<'de> Deserialize<'de> for StringMap {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Entries;
 
+        /// A key, [`intern`]ed as it is read.
+        #[derive(Deserialize)]
+        struct Key(#[serde(deserialize_with = "interned")] Text);
+
         impl<'de> Visitor<'de> for Entries {
             type Value = StringMap;
 
@@ -127,8 +142,11 @@ impl<'de> Deserialize<'de> for StringMap {
 
             fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<StringMap, A::Error> {
                 let mut map = StringMap(Vec::with_capacity(access.size_hint().unwrap_or(0)));
-                while let Some((key, value)) = access.next_entry::<String, String>()? {
-                    map.insert(key, value);
+                while let Some((Key(key), value)) = access.next_entry::<Key, String>()? {
+                    match map.position(&key) {
+                        Ok(at) => map.0[at].1 = value,
+                        Err(at) => map.0.insert(at, (key, value)),
+                    }
                 }
                 map.0.shrink_to_fit();
                 Ok(map)
@@ -177,6 +195,24 @@ mod tests {
     fn entries() -> impl Strategy<Value = Vec<(String, String)>> {
         // Few distinct keys, so that keys repeat.
         prop::collection::vec(("[a-d/.]{0,3}", "[a-z0-9]{0,4}"), 0..8)
+    }
+
+    #[test]
+    fn maps_read_apart_share_their_keys() {
+        let body = r#"{"infra.socialweb.computer/contract": "node-1"}"#;
+        let a: StringMap = serde_json::from_str(body).unwrap();
+        let b: StringMap = serde_json::from_str(body).unwrap();
+        assert!(a.0[0].0.shares(&b.0[0].0), "one key for every map");
+        assert!(
+            !std::ptr::eq(a.0[0].1.as_ptr(), b.0[0].1.as_ptr()),
+            "values are their own"
+        );
+        let built: StringMap = [(
+            "infra.socialweb.computer/contract".to_owned(),
+            "node-2".to_owned(),
+        )]
+        .into();
+        assert!(built.0[0].0.shares(&a.0[0].0), "built or read alike");
     }
 
     proptest! {
