@@ -5,6 +5,14 @@
 //! each repeats the same condition types and reasons; a `String` per copy
 //! was a heap allocation and 24 bytes each (plan 0017). Its JSON and schema
 //! are a string's.
+//!
+//! # Why our own
+//! `smol_str` keeps strings of up to 23 bytes inline, but in 24 bytes, and
+//! the label keys (`infra.socialweb.computer/contract`) are longer; the
+//! interning crates (`internment`, `lasso`) keep every text they ever saw,
+//! and these come from the API server, where anyone who can write a status
+//! or a label can send new ones. An `Arc<str>` and a table that stops
+//! growing at `MOST_INTERNED` texts are a few lines.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -177,8 +185,8 @@ static INTERNED: LazyLock<Mutex<Interner>> = LazyLock::new(|| {
 });
 
 /// `text` as a shared allocation: the one of an equal text interned before,
-/// while the process-wide table has room (at most [`MOST_INTERNED`] texts,
-/// each at most [`LONGEST_INTERNED`] bytes; others are allocated apart).
+/// while the process-wide table has room (at most `MOST_INTERNED` texts,
+/// each at most `LONGEST_INTERNED` bytes; others are allocated apart).
 #[must_use]
 pub fn intern(text: &str) -> Text {
     // The table stays consistent whatever panicked while holding it.
