@@ -12,7 +12,7 @@
 //! interning crates (`internment`, `lasso`) keep every text they ever saw,
 //! and these come from the API server, where anyone who can write a status
 //! or a label can send new ones. An `Arc<str>` and a table that stops
-//! growing at `MOST_INTERNED` texts are a few lines.
+//! growing at 1,024 texts are a few lines.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -185,8 +185,8 @@ static INTERNED: LazyLock<Mutex<Interner>> = LazyLock::new(|| {
 });
 
 /// `text` as a shared allocation: the one of an equal text interned before,
-/// while the process-wide table has room (at most `MOST_INTERNED` texts,
-/// each at most `LONGEST_INTERNED` bytes; others are allocated apart).
+/// while the process-wide table has room (at most 1,024 texts,
+/// each at most 64 bytes; others are allocated apart).
 #[must_use]
 pub fn intern(text: &str) -> Text {
     // The table stays consistent whatever panicked while holding it.
