@@ -59,10 +59,15 @@ impl StringMap {
 
     /// Sets `key` to `value`; returns the value it replaced, if any.
     pub fn insert(&mut self, key: String, value: String) -> Option<String> {
+        self.set(intern(&key), value)
+    }
+
+    /// [`StringMap::insert`] with the key interned already.
+    fn set(&mut self, key: Text, value: String) -> Option<String> {
         match self.position(&key) {
             Ok(at) => Some(std::mem::replace(&mut self.0[at].1, value)),
             Err(at) => {
-                self.0.insert(at, (intern(&key), value));
+                self.0.insert(at, (key, value));
                 None
             }
         }
@@ -143,10 +148,7 @@ impl<'de> Deserialize<'de> for StringMap {
             fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<StringMap, A::Error> {
                 let mut map = StringMap(Vec::with_capacity(access.size_hint().unwrap_or(0)));
                 while let Some((Key(key), value)) = access.next_entry::<Key, String>()? {
-                    match map.position(&key) {
-                        Ok(at) => map.0[at].1 = value,
-                        Err(at) => map.0.insert(at, (key, value)),
-                    }
+                    map.set(key, value);
                 }
                 map.0.shrink_to_fit();
                 Ok(map)
