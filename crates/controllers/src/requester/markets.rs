@@ -14,7 +14,7 @@
 //! restarted controller finds the same RFPs, guests and counters.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use api::Requester;
 use kube::ResourceExt;
@@ -46,19 +46,12 @@ impl MarketHandle {
     /// The RFP id of a contract, if this process published (or re-learnt) it.
     #[must_use]
     pub fn rfp(&self, contract: &ContractKey) -> Option<RfpId> {
-        self.rfps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(contract)
-            .cloned()
+        self.rfps().get(contract).cloned()
     }
 
     /// Remembers the RFP id of a contract.
     pub fn remember_rfp(&self, contract: ContractKey, rfp: RfpId) {
-        self.rfps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(contract, rfp);
+        self.rfps().insert(contract, rfp);
     }
 
     /// Forgets the RFP id of a contract past its bidding (a bid accepted, or
@@ -66,19 +59,18 @@ impl MarketHandle {
     /// the fleet's whole history. Asked for again, it is published again,
     /// idempotently.
     pub fn forget_rfp(&self, contract: &ContractKey) {
-        self.rfps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(contract);
+        self.rfps().remove(contract);
     }
 
     /// How many contracts' RFP ids it remembers.
     #[must_use]
     pub fn remembered_rfps(&self) -> usize {
-        self.rfps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.rfps().len()
+    }
+
+    fn rfps(&self) -> MutexGuard<'_, HashMap<ContractKey, RfpId>> {
+        // The map stays consistent whatever panicked while holding it.
+        self.rfps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
