@@ -53,4 +53,4 @@ bench-scale *ARGS:
 
 # The long chaos scenario: claims 0 -> 200 -> 50 -> 0 under API faults, compactions and SIGKILLs of the manager and the API server; prints its figures.
 chaos:
-    cargo nextest run --workspace --run-ignored only -E 'binary(chaos) & test(chaos_long)' --no-capture
+    cargo nextest run --workspace --run-ignored only -E 'binary(integration) & test(chaos_long)' --no-capture
