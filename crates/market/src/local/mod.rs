@@ -568,3 +568,25 @@ impl Market for LocalMarket {
         Ok(info)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CallCounts;
+    use crate::ContractKey;
+
+    #[test]
+    fn call_counts_are_kept_per_key() {
+        let mut counts = CallCounts::default();
+        let a = ContractKey::new("ns", "a");
+        let b = ContractKey::new("ns", "b");
+        counts.count(&a);
+        counts.count(&a);
+        counts.count(&b);
+        assert_eq!(counts.of(&a), 2);
+        assert_eq!(counts.of(&b), 1);
+        assert_eq!(counts.of(&ContractKey::new("other", "a")), 0);
+        // A uri counted as a `str` is found by a `String`'s text and the reverse.
+        counts.count("at://did:web:x/receipt/1");
+        assert_eq!(counts.of(&"at://did:web:x/receipt/1".to_owned()), 1);
+    }
+}
