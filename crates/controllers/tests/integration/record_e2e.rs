@@ -57,12 +57,15 @@ async fn a_record_follows_its_infra_and_goes_after_the_releases() {
         "the join Secret holds the marker"
     );
     assert_eq!(world.published().len(), 1);
-    assert!(
+    // The Event is recorded after the status write that wait_published saw.
+    eventually("the Infra says the record is published", || async {
         world
             .event_reasons(INFRA)
             .await
             .contains(&"RecordPublished".to_owned())
-    );
+            .then_some(())
+    })
+    .await;
 
     // A changed declaration replaces the record at the same key.
     let old_cid = status.cid.clone().unwrap();
