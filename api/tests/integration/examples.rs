@@ -2,7 +2,6 @@
 //! `api` types and passes the generated CRD schemas (defaults, pruning and
 //! validation as the API server applies them), so the examples cannot rot when
 //! a field is renamed, tightened or dropped.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! Properties of the contract mapping: what reaches a ComputeContract, and what
 //! never reaches the published declaration or its hash.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{
     ClusterKind, ClusterRef, ContractEntry, InfraSpec, Location, NodeClaimRef, NodeEntry, NodeJoin,

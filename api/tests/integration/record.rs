@@ -1,7 +1,6 @@
 //! The published record: exactly the declaration, valid against our lexicon
 //! (`lexicons/computer/socialweb/infra/declaration.json`), and never
 //! anything of an Infra's private fields.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 

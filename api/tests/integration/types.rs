@@ -1,6 +1,5 @@
 //! Wire shape of the kinds: camelCase fields, PascalCase enums, and the
 //! defaults a user gets when leaving a field out.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{
     AtprotoTimeouts, ComputeContractPhase, ComputeContractSpec, InfraSpec, MarketKind, NodeClaim,

@@ -1,6 +1,5 @@
 //! The project's own CRDs (deploy/crds) must register here exactly as on a real cluster,
 //! and their CEL rules must behave: an immutable field and the "at most one market" rule.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

@@ -1,5 +1,4 @@
 //! Properties of pruning, defaulting and validation that must hold for any object.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use apiextensions::StructuralSchema;
 use proptest::prelude::*;

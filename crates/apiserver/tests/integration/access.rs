@@ -1,7 +1,6 @@
 //! Who may use the server (issue 10 item 10, issue 15 item 7): the holder of its token,
 //! over HTTPS with its own CA, through a loopback `Host`, with a declared body format.
 //! (What it leaves on disk: `on_disk.rs`.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use apiserver::testing::TestServer;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

@@ -13,7 +13,6 @@
 //! Each is installed on its first run (about 10 s for Python, 5 s for Node, with the
 //! registries reachable) and reused afterwards; a run then takes about 2 s each. Under
 //! `CI=true` a missing python3, node or npm, or a failed install, fails the test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

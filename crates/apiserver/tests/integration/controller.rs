@@ -1,7 +1,6 @@
 //! kube-runtime against the embedded server: a Controller with the finalizer helper, and
 //! leader election. GC, namespaces, server-side apply and Tables are rules of APISERVER.md,
 //! tested in tests/conformance.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

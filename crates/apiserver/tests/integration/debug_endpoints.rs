@@ -2,7 +2,6 @@
 //! `--debug-endpoints`; behind the token; faults set from outside are injected and
 //! counted (an applied write answered 500 is still applied); a forced compaction makes
 //! a resumed watch 410; the history of `--debug-history` survives a SIGKILL.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 

@@ -4,7 +4,6 @@
 //! new writes must get resourceVersions above every recovered one, and the server must
 //! serve normally. The restarted server keeps its CA and token (both in the data
 //! directory), so what a client trusted before the kill still holds after it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::path::Path;

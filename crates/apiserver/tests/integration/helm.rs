@@ -5,7 +5,6 @@
 //!
 //! The test builds its own venv under `<target>/helm-venv` (see
 //! `support::helm_venv`); under `CI=true` a missing python3 or pip fails it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

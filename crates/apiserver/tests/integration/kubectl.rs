@@ -3,7 +3,6 @@
 //! `get -w`. Every test asserts kubectl's exit code and output; each kubectl call
 //! has its own cache directory, and independent calls run on parallel threads.
 //! Writes (`apply`, `delete`) are in kubectl_apply.rs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

@@ -2,7 +2,6 @@
 //! CRDs and examples with default (Strict) validation, client-side and
 //! server-side apply with their field ownership and conflicts, and `delete -l`
 //! waiting for finalizers. Reads are in kubectl.rs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

@@ -2,7 +2,6 @@
 //! `auth can-i` (SelfSubjectAccessReview and SelfSubjectRulesReview, sent as protobuf)
 //! and `auth whoami` (SelfSubjectReview) answer from the server's token, and `--as`
 //! (impersonation) is refused instead of silently acting as the token holder.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

@@ -1,6 +1,5 @@
 //! The real `kubectl` (1.32) on built-in kinds: `get` prints the real server's columns
 //! (issue 15, item 4).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

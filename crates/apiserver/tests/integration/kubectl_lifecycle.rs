@@ -2,7 +2,6 @@
 //! API server: `api-resources` (what discovery tells users), `kubectl wait` for a
 //! condition, a status field and deletion, `patch --subresource=status`, and
 //! `delete namespace` taking its objects with it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

@@ -1,5 +1,4 @@
 //! A quick real-kubectl smoke run (skipped when kubectl is missing, unless CI=true).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::Command;

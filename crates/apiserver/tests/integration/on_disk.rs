@@ -1,7 +1,6 @@
 //! What the server leaves on disk (issue 10 item 10): its data directory and files are
 //! its user's only, and a deleted Secret's data is gone from the write-ahead log and the
 //! snapshot by the time the delete is answered.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 

@@ -6,7 +6,6 @@
 //! k8s-openapi's schemas (the JSON name of each field, and which fields the server knows).
 //! `generated_table_is_committed` fails when the committed file differs;
 //! `REGENERATE=1 cargo test -p apiserver --test integration protobuf_messages` writes it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
 //! Protocol details through kube's own watcher (metadata-only and streaming lists, dropped
 //! streams resumed, a forced compaction relisted), bad input, and durability across restarts. The rules of APISERVER.md
 //! are tested one by one in tests/conformance.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

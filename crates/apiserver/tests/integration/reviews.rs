@@ -1,7 +1,6 @@
 //! The permission-check APIs (issue 15 item 6), as kube-apiserver 1.32 answers them:
 //! created (201) and answered from the server's own authentication, never stored,
 //! validated as upstream validates them, and listed in discovery with the verb `create`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use apiserver::testing::{TestServer, send};
 use serde_json::{Value, json};

@@ -1,7 +1,6 @@
 //! Smoke suite: the unmodified kube 5 client against the embedded server, for what the
 //! conformance suite (tests/conformance, one test per rule of APISERVER.md) does not
 //! cover: several served versions of one CRD.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use apiserver::testing::TestServer;
 use kube::api::{Api, ListParams, PostParams};

@@ -3,7 +3,6 @@
 //! a contract is deleted (directly, or by the garbage collector in a foreground
 //! deletion of its Infra), its guest is released before the object goes, and a
 //! contract that never rented anything goes at once.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 use crate::requester_support;

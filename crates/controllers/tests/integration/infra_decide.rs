@@ -1,5 +1,4 @@
 //! Unit tests of the Infra controller's pure decide, one per case.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 

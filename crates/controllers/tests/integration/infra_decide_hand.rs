@@ -2,7 +2,6 @@
 //! a contract released or deleted by someone else, an entry removed while its
 //! claim lives, a node entry naming no claim, an entry asking for another
 //! machine (plan 0009 S7-S9).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 

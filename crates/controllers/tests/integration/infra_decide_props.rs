@@ -1,7 +1,6 @@
 //! Property tests of the Infra controller's decide against a simulated API
 //! server and Requester: any sequence of entry changes, Requester steps,
 //! crashes mid-act and restarts keeps the release invariants and converges.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 

@@ -1,7 +1,6 @@
 //! End to end on the embedded API server: the Infra controller with a tiny
 //! fake Requester walks an Infra through scale-up, scale-down and deletion;
 //! the order of writes is checked from the server's write history.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 use crate::nodeclaim_e2e_support::lag;

@@ -4,7 +4,6 @@
 //! the status still listed aborted every reconcile and the status that would
 //! shorten that list was written last. Scale-down must reach zero with the
 //! faults still on.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 

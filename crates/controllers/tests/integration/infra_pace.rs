@@ -1,6 +1,5 @@
 //! Which Infra statuses may wait for the status pace (plan 0012 S6): only
 //! those that move the progress of contracts already listed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 

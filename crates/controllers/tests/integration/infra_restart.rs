@@ -2,7 +2,6 @@
 //! killed while releases are in flight (an entry removed, then the Infra
 //! deleted) and a fresh one (new caches, no memory) takes over. No contract is
 //! duplicated, none is deleted before it is Released, and the deletion finishes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::infra_support;
 

@@ -1,7 +1,6 @@
 //! The NodeClaim decision: composition, deletion, bad input and the
 //! invariants over random claims (one Infra, one entry per live claim, no
 //! secret outside the join Secret).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_support;
 

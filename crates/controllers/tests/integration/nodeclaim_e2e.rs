@@ -3,7 +3,6 @@
 //! guests boot in 50 ms and register their node right after).
 //!
 //! DESIGN.md section 6: SCALE-UP-TWO, SCALE-DOWN-ONE, CLUSTER-DELETE, BAD-INPUT.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_e2e_support;
 

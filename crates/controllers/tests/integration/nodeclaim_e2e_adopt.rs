@@ -2,7 +2,6 @@
 //! over a running guest only if no contract holds it and the guest's owner is
 //! the claim's account; otherwise a condition says why and nothing is rented
 //! or released (issue 10, item 1).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_e2e_support;
 

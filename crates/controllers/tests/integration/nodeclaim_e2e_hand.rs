@@ -1,7 +1,6 @@
 //! End-to-end: hand edits of a composed Infra and its contracts never cost
 //! a live claim's machine silently nor rent a second one (plan 0009 S7, S8).
 //! The three controllers on the embedded API server with the local market.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_e2e_support;
 

@@ -1,7 +1,6 @@
 //! End-to-end, the lifecycle across identities and restarts: CLAIM-RECREATED
 //! (a new uid is a new entry) and RESTART (a manager killed mid-scale-up comes
 //! back to the same objects and the same grant tokens).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_e2e_support;
 

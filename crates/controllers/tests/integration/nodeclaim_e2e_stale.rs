@@ -4,7 +4,6 @@
 //! the contracts it caused. Decisions must hold against that lag: a Failed
 //! claim never rents a second machine, and a claim's time to Deployed is
 //! observed once.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_e2e_support;
 

@@ -1,7 +1,6 @@
 //! The join and loss graces of a NodeClaim, proven by stepping a ManualClock:
 //! each fires exactly at its deadline, and before it the reconcile requeues
 //! at the deadline instead of polling.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_support;
 

@@ -1,7 +1,6 @@
 //! The NodeClaim decision against the root of the contract namespace: claims
 //! compose only while a live Requester runs it (DESIGN.md invariant 4: after
 //! the Requester is deleted nothing of its deployments remains).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::nodeclaim_support;
 

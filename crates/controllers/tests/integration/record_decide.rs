@@ -1,6 +1,5 @@
 //! The pure decisions about an Infra's record: the record controller's
 //! (`record::decide`) and the Infra controller's part (`infra::record::decide`).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::names::{INFRA_NAME_LABEL, RECORD_DELETE_FINALIZER, record_key};
 use api::{

@@ -1,7 +1,6 @@
 //! End to end on the embedded API server and the fake PDS: an Infra's
 //! `spec.record` published, kept current, kept on unbind, deleted after the
 //! releases; failures said by the AtprotoRecord's conditions.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::record_support;
 

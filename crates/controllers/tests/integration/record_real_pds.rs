@@ -6,8 +6,6 @@
 //!
 //! Cost: as that tier (minutes for the first install, a few seconds after).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 #[path = "../../../atproto-fake/tests/support/real_pds.rs"]
 mod real_pds;
 use crate::record_support;

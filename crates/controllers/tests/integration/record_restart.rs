@@ -4,7 +4,6 @@
 //! deleteRecord, and fresh ones (new caches, new sessions) take over. The
 //! fake PDS is the judge: one record per Infra at its derived key, holding
 //! the current declaration; present after an unbind; absent after a delete.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::record_support;
 

@@ -1,7 +1,6 @@
 //! The Requester controller end to end on the embedded API server: contracts
 //! are rented, fail with a message a person can act on, recover, and are
 //! released.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::requester_support;
 

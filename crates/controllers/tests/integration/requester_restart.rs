@@ -1,6 +1,5 @@
 //! The Requester controller killed mid-flight and started again on the same
 //! market, a status lost in a restore, and the root delete order.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::requester_support;
 

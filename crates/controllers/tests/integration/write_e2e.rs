@@ -1,7 +1,6 @@
 //! The write layer on the embedded API server: every write answers with the
 //! object as the caches hold objects (no `managedFields`, which the server
 //! keeps), and the answers say what the write did.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::{ComputeContract, ComputeContractPhase, ComputeContractStatus};
 use controllers::write::{self, Deleted, Finalizers, Seen};

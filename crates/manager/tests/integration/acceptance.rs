@@ -1,7 +1,6 @@
 //! DESIGN.md section 6 as end-to-end tests: the embedded API server, the REAL
 //! manager wiring (`Controllers::start`) and the local market, with every
 //! invariant of section 5 checked after each scenario.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

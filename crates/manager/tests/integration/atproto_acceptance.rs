@@ -4,7 +4,6 @@
 //! back. Every invariant of section 5 is checked after each scenario, and the
 //! fake bidders' machines prove "one machine per contract" and "every
 //! release stops its machine" (plan 0013, R5-ACCEPTANCE).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

@@ -3,7 +3,6 @@
 //! credentials or does not answer, or that no bidder answered, and turns
 //! True once fixed without touching anything else; and the credentials never
 //! reach a log line, an Event or a status (plan 0013, R2-SEAM).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

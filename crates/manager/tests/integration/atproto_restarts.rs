@@ -3,7 +3,6 @@
 //! machine), no lost release. The fake bidders count every machine they
 //! start and stop (plan 0013, R5-ACCEPTANCE; the adapter's own restart tests
 //! are crates/market/tests/integration/atproto_restart.rs, these run the whole product).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

@@ -14,7 +14,6 @@
 //!
 //! `chaos_short` runs in the suite (and so in `.ci/run`); `chaos_long`
 //! (0 -> 200 -> 50 -> 0) runs with `just chaos`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::chaos_support;
 use crate::support;

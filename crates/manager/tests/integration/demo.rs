@@ -2,7 +2,6 @@
 //! user runs it) scales a Cluster up and down, deletes it, and ends with
 //! `== done` and exit status 0 once everything is released and gone, with no
 //! reconcile failing on the way.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,6 +1,5 @@
 //! `manager dev --market atproto-fake`: the whole product on one machine over
 //! real HTTP, against an atproto market faked in-process (plan 0013, R4-DEV).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

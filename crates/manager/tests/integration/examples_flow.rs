@@ -2,7 +2,6 @@
 //! lines of its "Order" section, run as written, until the claims are Joined.
 //! (Before `dev` played the tenant clusters' side, every claim stayed Pending
 //! with ClusterURLMissing: nothing reported the example Cluster's URL.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -7,7 +7,6 @@
 //! `controllers/tests/nodeclaim_graces.rs`; these runs prove the whole chain
 //! (claim, Infra entry, contract release, market) on the real wiring, with
 //! graces of a few seconds.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

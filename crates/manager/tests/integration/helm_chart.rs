@@ -5,7 +5,6 @@
 //! Helm runs through helm-sdkpy (Helm's Go library behind Python bindings, driven by
 //! tests/helm_chart.py), installed by this test into a venv under the target dir.
 //! Without python3, pip or PyPI the Helm tests skip with a message; under CI=true they fail.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

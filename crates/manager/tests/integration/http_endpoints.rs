@@ -1,5 +1,4 @@
 //! The HTTP port as Prometheus and the kubelet see it: a real socket, raw HTTP/1.1.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

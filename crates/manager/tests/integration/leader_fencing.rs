@@ -3,7 +3,6 @@
 //! "No write after the lease is lost" is checked the way it matters: once the
 //! replica reports it stopped leading (the leader gauge reads 0), the
 //! controllers' writes have stopped for good.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::{Future, ready};
 use std::sync::Arc;

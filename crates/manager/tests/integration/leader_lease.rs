@@ -1,7 +1,6 @@
 //! Leader election on a real `coordination.k8s.io` Lease, served by the embedded API server.
 //!
 //! Short leases (3 s, renewed every second) keep these tests to a few seconds each.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

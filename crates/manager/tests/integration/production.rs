@@ -13,7 +13,6 @@
 //! managers are per controller (api::names) and must stay the same across
 //! replicas, so that a new leader's server-side applies take over the old
 //! leader's fields instead of conflicting with them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::production_support;
 

@@ -7,7 +7,6 @@
 //! The chart's RBAC templates are rendered here by a small, explicit substitution of the
 //! few template expressions they use (with the chart's defaults); any other template
 //! expression fails the test, so a chart change cannot slip past unrendered.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

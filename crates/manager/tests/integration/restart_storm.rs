@@ -6,7 +6,6 @@
 //!
 //! The RESTART acceptance scenario kills it at two chosen points (mid-bidding,
 //! mid-release); this one samples the whole timeline.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 

@@ -8,7 +8,6 @@
 //! read by name and field; the manager's filter (`telemetry::filter`) still keeps
 //! kube-client's bodies out. Neither the manager's log nor an unfiltered WARN log may
 //! hold the value.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

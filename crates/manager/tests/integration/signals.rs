@@ -5,7 +5,6 @@
 //!
 //! Each test passes a shutdown deadline far above what it allows for the
 //! exit, so an exit that only came from the deadline fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -8,7 +8,6 @@
 //! a moment (the API server does not check stored objects again when a CRD
 //! changes, as kube-apiserver does not). The manager runs through the real
 //! `run` path: HTTP port, metrics, wiring.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::production_support;
 

@@ -3,8 +3,6 @@
 //! late and foreign bids, lost callbacks, silent provisioning failure, a
 //! bidder restart, relay lag, and JWTs naming us with a port.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crate::atproto_support;
 
 use std::time::Duration;

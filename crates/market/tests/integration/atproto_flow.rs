@@ -1,8 +1,6 @@
 //! The atproto market drives the whole port against the fake market over
 //! loopback HTTP: publish, bids, accept, events, release, lookup.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crate::atproto_support;
 
 use atproto::market as m;

@@ -1,6 +1,5 @@
 //! The atproto market's own account of whether it can rent: the Requester's
 //! conditions are made from it (plan 0013, R2-SEAM).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::atproto_support;
 

@@ -2,8 +2,6 @@
 //! (401), the issuer against the record's author (403) and the record's
 //! signatures (400), and what they take is only a wake-up.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crate::atproto_support;
 
 use atproto::did::{COMPUTE_EVENT_SERVICE, MARKET_SERVICE};

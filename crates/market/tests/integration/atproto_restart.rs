@@ -3,8 +3,6 @@
 //! carries on from what the repositories hold, and the fake bidder's
 //! machine counters show one machine per contract, stopped by its release.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crate::atproto_support;
 
 use std::time::Duration;

@@ -1,5 +1,4 @@
 //! Behaviour of the local market through the `Market` port.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! on the same state directory, the local market never runs more guests than
 //! its bidders' capacity, never opens a second RFP or rents a second guest for
 //! a contract, and a released guest stays gone.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 //! Self-contained so other crates' tests can share it:
 //! `#[path = "../../../apiserver/tests/integration/support/helm_venv.rs"] mod helm_venv;`
 
-#![allow(dead_code, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! Creation holds a file lock, so test binaries that start at once do not install over
 //! each other. The project is installed again when the lockfile changes.
 
-#![allow(dead_code, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

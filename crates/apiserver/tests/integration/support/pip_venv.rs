@@ -6,7 +6,7 @@
 //! over each other. The venv is rebuilt when the requirements file changes (its copy in
 //! the venv differs).
 
-#![allow(dead_code, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! Helpers for the Infra end-to-end tests on the embedded API server.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,6 @@
 //! Fixtures for the Infra decide tests: Infra builders and a tiny in-memory
 //! world that enacts plans and plays the Requester.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 pub mod e2e;
 

@@ -1,7 +1,7 @@
 //! The embedded API server with the manager's three controllers, and the
 //! helpers the NodeClaim end-to-end tests share.
 // Each test crate uses a different part of this module.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 pub mod lag;
 

@@ -2,7 +2,7 @@
 //! applies the plan (as `act` would) and a stand-in for the Infra controller
 //! and the market moves the contracts.
 // Each test crate uses a different part of this module.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,7 +2,7 @@
 //! server, the fake PDS (and PLC) with the Requester's account, a Requester
 //! on the atproto market naming it, the Infra and record controllers over
 //! one shared cache, and a fake Requester that walks contract statuses.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 use crate::infra_support::e2e as infra_e2e;
 

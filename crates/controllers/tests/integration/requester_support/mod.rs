@@ -1,7 +1,7 @@
 //! End-to-end fixtures for the Requester controller: an embedded API server
 //! with the CRDs, a shared local market, and a controller that can be killed
 //! and started again.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::time::Duration;

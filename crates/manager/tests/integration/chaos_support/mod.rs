@@ -6,7 +6,7 @@
 //!
 //! The scenario's own requests go through the same faulty server: every write
 //! it makes is retried until the server says it happened ([`persist`]).
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 pub mod driver;
 

@@ -3,7 +3,7 @@
 //! ([`manager::run::run_process`]: HTTP port, leader election, the wiring) each
 //! on its own tokio runtime (so killing one is process death), and readers for
 //! the request log and the Prometheus text.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 pub mod process;
 

@@ -1,7 +1,7 @@
 //! The atproto market of an [`super::Env::start_atproto`] environment: the
 //! fake network and bidders (`manager::fake_market`), the manager's market
 //! port on loopback, and what the fakes saw, for the invariants.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 

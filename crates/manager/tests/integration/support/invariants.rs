@@ -1,6 +1,5 @@
 //! The invariants of DESIGN.md section 5, checked on the server's objects, its
 //! write history and the local market after a scenario.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

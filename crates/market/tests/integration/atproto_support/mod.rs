@@ -3,7 +3,7 @@
 //! stand for successive processes (a restart is a new instance with a new,
 //! empty inbox).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
