@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
-
-use crate::text::{Text, intern, interned};
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::text::{Text, intern, interned};
 
 /// A map of strings kept as a vector sorted by key, without duplicate keys.
 ///
