@@ -1,7 +1,6 @@
 //! Helpers shared by the kubectl and Helm suites: running real client tools
 //! against a `TestServer`, and deciding what a missing tool means (a failure
 //! under CI, a skipped test with a reason on a developer's machine).
-#![allow(dead_code)]
 
 pub mod helm_venv;
 pub mod npm_dir;

@@ -1,5 +1,4 @@
 //! Helpers for the Infra end-to-end tests on the embedded API server.
-#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -160,11 +159,5 @@ impl Rig {
             manager,
             requester,
         }
-    }
-
-    /// Stops the controller, its caches and the fake Requester.
-    pub fn stop(self) {
-        self.manager.kill();
-        self.requester.abort();
     }
 }

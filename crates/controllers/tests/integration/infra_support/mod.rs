@@ -1,6 +1,5 @@
 //! Fixtures for the Infra decide tests: Infra builders and a tiny in-memory
 //! world that enacts plans and plays the Requester.
-#![allow(dead_code)]
 
 pub mod e2e;
 

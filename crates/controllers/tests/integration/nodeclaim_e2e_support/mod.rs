@@ -1,7 +1,5 @@
 //! The embedded API server with the manager's three controllers, and the
 //! helpers the NodeClaim end-to-end tests share.
-// Each test crate uses a different part of this module.
-#![allow(dead_code)]
 
 pub mod lag;
 
@@ -27,7 +25,6 @@ pub const OTHER_NS: &str = "tenant-b";
 pub const CONTRACT_NS: &str = "socialweb-system";
 pub const URL: &str = "https://c1.tenant-a.example:6443";
 pub const CA: &str = "Q0EtU0VDUkVULUUyRQ==";
-pub const WAIT: Duration = Duration::from_secs(20);
 
 pub struct Env {
     pub server: TestServer,

@@ -1,8 +1,6 @@
 //! The in-memory world the NodeClaim tests drive: `decide` plans, the world
 //! applies the plan (as `act` would) and a stand-in for the Infra controller
 //! and the market moves the contracts.
-// Each test crate uses a different part of this module.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 

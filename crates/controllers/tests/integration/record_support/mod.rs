@@ -2,7 +2,6 @@
 //! server, the fake PDS (and PLC) with the Requester's account, a Requester
 //! on the atproto market naming it, the Infra and record controllers over
 //! one shared cache, and a fake Requester that walks contract statuses.
-#![allow(dead_code)]
 
 use crate::infra_support::e2e as infra_e2e;
 
@@ -10,19 +9,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use api::{
-    AtprotoRecord, ClusterKind, ClusterRef, ContractEntry, DECLARATION_COLLECTION, Infra,
-    InfraSpec, Location, NodeClaimRef, NodeEntry, NodeJoin, Requester, Resources, Role,
-    SecretEntry, SecretRef,
-};
+use api::{AtprotoRecord, DECLARATION_COLLECTION, Infra, Requester};
 use apiserver::testing::TestServer;
 use atproto::AtUri;
 use atproto_fake::FakeNetwork;
 use controllers::{SharedCaches, SystemClock, infra, record};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use testkit::ListAll;
 use tokio::task::JoinHandle;
@@ -33,10 +28,6 @@ pub const NS: &str = "socialweb-system";
 /// The Infra of Cluster `tenant/c1` (`api::names::infra_name`): a node
 /// entry is rented only for a claim of its own Cluster.
 pub const INFRA: &str = "nodes-e6f9f44f99453784bad4";
-/// The namespace of the NodeClaim the Infra's node entry serves.
-pub const CLAIM_NS: &str = "tenant";
-/// The Cluster of that claim.
-pub const CLUSTER: &str = "c1";
 pub const HANDLE: &str = "requester.test";
 pub const APP_PASSWORD: &str = "abcd-efgh-ijkl-mnop";
 pub const SECRET: &str = "atproto-market";
@@ -333,71 +324,7 @@ impl Drop for World {
     }
 }
 
-/// The Infra's spec: a contract per entry, and the marker in clusterRef,
-/// nodes (owner DID, join) and secrets. The node entries' claim uids are
-/// filled in by `served_spec_with` once the claims exist.
-pub fn spec_with(entries: &[&str]) -> InfraSpec {
-    InfraSpec {
-        description: "web nodes".into(),
-        contracts: entries.iter().map(|e| entry(e, 2)).collect(),
-        secrets: entries
-            .iter()
-            .map(|e| SecretEntry {
-                contract: (*e).into(),
-                secret_ref: SecretRef {
-                    name: api::names::join_secret_name(e),
-                },
-            })
-            .collect(),
-        record: None,
-        cluster_ref: Some(ClusterRef {
-            namespace: format!("tenant-{}", MARKER.to_lowercase()),
-            name: format!("cluster-{}", MARKER.to_lowercase()),
-            kind: ClusterKind::Cluster,
-        }),
-        nodes: entries
-            .iter()
-            .map(|e| NodeEntry {
-                contract: (*e).into(),
-                owner_did: format!("did:plc:{MARKER}"),
-                adopt: None,
-                node_join: Some(NodeJoin {
-                    api_server: format!("https://{}.example:6443", MARKER.to_lowercase()),
-                    node_name: format!("{}-node", MARKER.to_lowercase()),
-                    labels: api::StringMap::new(),
-                    taints: vec![],
-                }),
-                node_claim_ref: NodeClaimRef {
-                    namespace: CLAIM_NS.into(),
-                    name: (*e).into(),
-                    uid: format!("{MARKER}-uid"),
-                },
-            })
-            .collect(),
-    }
-}
-pub fn entry(name: &str, cpus: u32) -> ContractEntry {
-    ContractEntry {
-        name: name.into(),
-        resources: Resources {
-            cpus,
-            memory: 4096,
-            disk: 40,
-            network: 100,
-        },
-        location: Location {
-            country: "DE".into(),
-            region: Some("by".into()),
-        },
-        role: Role::Worker,
-    }
-}
-
 /// Whether `name` is an AtprotoRecord that no longer exists.
 pub async fn record_gone(world: &World) -> bool {
     matches!(world.records().get_opt(INFRA).await, Ok(None))
-}
-
-pub fn name_of(record: &AtprotoRecord) -> String {
-    record.name_any()
 }

@@ -1,7 +1,6 @@
 //! End-to-end fixtures for the Requester controller: an embedded API server
 //! with the CRDs, a shared local market, and a controller that can be killed
 //! and started again.
-#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -39,9 +39,12 @@ pub struct Chaos {
 /// What the driver hands back when it stops.
 pub struct Outcome {
     pub figures: Figures,
+    /// Held, not read: the server process lives until the test drops the outcome.
+    #[allow(dead_code, reason = "held for its Drop, which stops the process")]
     pub server: ApiServerProcess,
     /// Every manager process, the killed ones too (their logs are written to
     /// `target/e2e-logs` if the test fails while they are alive).
+    #[allow(dead_code, reason = "held for their Drop, which stops the processes")]
     pub managers: Vec<ManagerProcess>,
 }
 

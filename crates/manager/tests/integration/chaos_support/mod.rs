@@ -6,7 +6,6 @@
 //!
 //! The scenario's own requests go through the same faulty server: every write
 //! it makes is retried until the server says it happened ([`persist`]).
-#![allow(dead_code)]
 
 pub mod driver;
 

@@ -3,7 +3,6 @@
 //! ([`manager::run::run_process`]: HTTP port, leader election, the wiring) each
 //! on its own tokio runtime (so killing one is process death), and readers for
 //! the request log and the Prometheus text.
-#![allow(dead_code)]
 
 pub mod process;
 
@@ -195,7 +194,6 @@ pub const REPLICA_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(120);
 /// One manager replica on its own runtime: dropping or [`Replica::kill`]ing it
 /// stops every task it started at once, without releasing the Lease.
 pub struct Replica {
-    pub identity: String,
     /// The User-Agent of every request it makes: how the request log tells replicas apart.
     pub agent: String,
     pub http: SocketAddr,
@@ -268,7 +266,6 @@ impl Replica {
         });
         let (http, market_port) = bound.await.unwrap();
         Self {
-            identity: identity.to_owned(),
             agent,
             http,
             market_port,

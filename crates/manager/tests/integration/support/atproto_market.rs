@@ -1,7 +1,6 @@
 //! The atproto market of an [`super::Env::start_atproto`] environment: the
 //! fake network and bidders (`manager::fake_market`), the manager's market
 //! port on loopback, and what the fakes saw, for the invariants.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,6 @@
 //! with the CRDs, a Requester on a shared local market with fast bidders, and
 //! the REAL manager wiring (`Controllers::start`) that a test can kill (drop
 //! its `done`) and start again on the same server and market.
-#![allow(dead_code)]
 
 pub mod atproto_market;
 pub mod invariants;

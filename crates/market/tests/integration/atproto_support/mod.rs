@@ -3,8 +3,6 @@
 //! stand for successive processes (a restart is a new instance with a new,
 //! empty inbox).
 
-#![allow(dead_code)]
-
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
