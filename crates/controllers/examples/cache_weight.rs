@@ -1,9 +1,11 @@
 //! What one object of each cached kind weighs as the shared cache stores it:
 //! decoded from its watch event as the cache decodes it (`cache::decode`:
 //! managedFields and kubectl's annotation left out; a contract kept as a
-//! `CachedContract`, its labels and annotations beside its metadata; a join
-//! Secret as a `CachedJoinSecret`, its labels, token and digest), then
-//! cloned into an `Arc` as kube-runtime's store Writer keeps it. Counted by
+//! `CachedContract`, its labels and annotations beside its metadata), then
+//! cloned into an `Arc` as kube-runtime's store Writer keeps it; a join
+//! Secret as the cache's own keeper holds it (`JoinSecrets`: a
+//! `CachedJoinSecret`, its labels, token and digest without its metadata,
+//! and the keeper's maps, ten Secrets an Infra). Counted by
 //! dhat's allocator, the bytes asked for (not an allocator's rounding, nor
 //! its pages): the figure a cut of the cached form moves, before the RSS of
 //! `bench-scale --external` shows it through its noise (plans 0016 C2 and
@@ -25,7 +27,9 @@ use std::sync::Arc;
 
 use api::{Infra, NodeClaim};
 use controllers::cache::decode::Decoded;
-use controllers::cache::{CachedContract, CachedJoinSecret};
+use controllers::cache::keep::Keep as _;
+use controllers::cache::{CachedContract, JoinSecrets, WatchedJoinSecret};
+use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
 // dhat's allocator counts the bytes asked for and held (no unsafe of ours:
@@ -57,12 +61,35 @@ fn stored_weight<K: DeserializeOwned + Clone + 'static>(json: &str) -> usize {
     weight / COPIES
 }
 
+/// The bytes one join Secret like `json` takes in [`JoinSecrets`], its maps
+/// included: `COPIES` of them, named apart, ten an Infra as in a fleet.
+fn kept_secret_weight(json: &str) -> usize {
+    let fixture: serde_json::Value = serde_json::from_str(json).expect("the fixture parses");
+    let mut keep = JoinSecrets::default();
+    let before = held();
+    for copy in 0..COPIES {
+        let mut secret = fixture.clone();
+        secret["metadata"]["name"] = format!("join-{copy}").into();
+        secret["metadata"]["labels"][api::names::INFRA_NAME_LABEL] =
+            format!("nodes-{}", copy / 10).into();
+        let decoded: Decoded<WatchedJoinSecret> =
+            serde_json::from_value(secret).expect("the fixture parses");
+        let Decoded::Object(secret) = decoded else {
+            panic!("the fixture decodes as a Secret");
+        };
+        keep.apply(&watcher::Event::Apply(secret));
+    }
+    let weight = held() - before;
+    drop(keep);
+    weight / COPIES
+}
+
 fn main() {
     // Testing mode: counts, writes no profile.
     let _profiler = dhat::Profiler::builder().testing().build();
     let contract = stored_weight::<CachedContract>(include_str!("cache_weight/contract.json"));
     let claim = stored_weight::<NodeClaim>(include_str!("cache_weight/claim.json"));
-    let secret = stored_weight::<CachedJoinSecret>(include_str!("cache_weight/secret.json"));
+    let secret = kept_secret_weight(include_str!("cache_weight/secret.json"));
     let infra_json = include_str!("cache_weight/infra.json");
     let infra = stored_weight::<Infra>(infra_json);
     let infra_nodes = serde_json::from_str::<Infra>(infra_json)

@@ -2,7 +2,8 @@
 //!
 //! A cached kind keeps its labels in its metadata, except a projection that
 //! keeps them beside it in a smaller form ([`super::CachedContract`],
-//! [`super::CachedJoinSecret`], each implementing this beside its type):
+//! [`super::WatchedJoinSecret`] and the kept [`super::CachedJoinSecret`],
+//! each implementing this beside its type):
 //! code that reads the labels of objects of several kinds (the indexes, the
 //! mappers that find a Cluster from an Infra name label) reads them through
 //! this trait, so no projection's labels look empty to it.

@@ -51,7 +51,9 @@
 pub mod contract;
 pub mod decode;
 pub mod index;
+mod indexes;
 pub mod join_secret;
+pub mod keep;
 mod labelled;
 mod projection;
 
@@ -63,7 +65,7 @@ use std::{
     sync::Mutex,
 };
 
-use api::{AtprotoRecord, ComputeContractPhase, Infra, NodeClaim, Requester, names};
+use api::{AtprotoRecord, Infra, NodeClaim, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -72,7 +74,7 @@ use kube::{
     runtime::{
         WatchStreamExt,
         events::{Event, EventType, Reporter},
-        reflector::{ObjectRef, Store, store::Writer},
+        reflector::{ObjectRef, Store},
         watcher,
     },
 };
@@ -84,7 +86,9 @@ pub use contract::CachedContract;
 use decode::{Decoded, Lenient, Undecodable};
 pub use index::Index;
 use index::Indexer;
-pub use join_secret::CachedJoinSecret;
+pub use indexes::Indexes;
+pub use join_secret::{CachedJoinSecret, JoinSecrets, WatchedJoinSecret};
+use keep::{Keep, Kept, KubeStore};
 pub use labelled::Labelled;
 
 use crate::event_recorder::Recorder;
@@ -96,14 +100,17 @@ pub const REPORTER: &str = "socialweb-cache";
 /// How many events a slow subscriber may lag behind before the reflector waits for it.
 const FAN_OUT_BUFFER: usize = 1024;
 
-/// One reflector of kind `K`: its store and its fan-out.
-pub struct Shared<K>
+/// One reflector of kind `K`: what keeps its objects (by default a
+/// kube-runtime store, see [`keep`]) and its fan-out.
+pub struct Shared<K, S = KubeStore<K>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
+    S: Keep<K>,
 {
-    store: Store<K>,
+    /// What the reconciles read.
+    reader: S::Reader,
     /// Taken by [`SharedCaches::run`]; subscriptions are made before that.
-    writer: Mutex<Option<Writer<K>>>,
+    keep: Mutex<Option<S>>,
     fan_out: Sender<Arc<K>>,
     /// Keeps the channel open while no controller has subscribed yet.
     _open: InactiveReceiver<Arc<K>>,
@@ -115,18 +122,36 @@ where
     indexes: Vec<Arc<dyn Indexer<K>>>,
 }
 
-impl<K> Shared<K>
+impl<K> Shared<K, KubeStore<K>>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
+    /// A read handle on the cache of this kind.
+    #[must_use]
+    pub fn store(&self) -> Store<K> {
+        self.reader.clone()
+    }
+
+    /// [`Shared::subscribe`], passing on an object only when something other
+    /// than its status changed (see [`spec_changes`]).
+    pub fn subscribe_spec_changes(&self) -> BoxStream<'static, Arc<K>> {
+        spec_changes(self.subscribe(), self.store())
+    }
+}
+
+impl<K, S> Shared<K, S>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    S: Keep<K>,
+{
     fn new(api: Api<Decoded<K>>, config: watcher::Config) -> Self {
-        let writer = Writer::default();
+        let keep = S::default();
         let (mut fan_out, open) = async_broadcast::broadcast(FAN_OUT_BUFFER);
         // With no subscriber the event is dropped instead of stalling the reflector.
         fan_out.set_await_active(false);
         Self {
-            store: writer.as_reader(),
-            writer: Mutex::new(Some(writer)),
+            reader: keep.reader(),
+            keep: Mutex::new(Some(keep)),
             fan_out,
             _open: open.deactivate(),
             ready: watch::Sender::new(false),
@@ -136,16 +161,16 @@ where
         }
     }
 
+    /// A read handle on what this kind's cache keeps.
+    #[must_use]
+    pub fn kept(&self) -> S::Reader {
+        self.reader.clone()
+    }
+
     /// Keeps `index` up to date with this kind's store.
     fn indexed_by(mut self, index: Arc<dyn Indexer<K>>) -> Self {
         self.indexes.push(index);
         self
-    }
-
-    /// A read handle on the cache of this kind.
-    #[must_use]
-    pub fn store(&self) -> Store<K> {
-        self.store.clone()
     }
 
     /// The objects of this kind as they change, for `Controller::for_shared_stream`,
@@ -160,7 +185,7 @@ where
     /// Called after `run`, it is empty and an error is logged: that is a wiring bug.
     pub fn subscribe(&self) -> BoxStream<'static, Arc<K>> {
         let started = self
-            .writer
+            .keep
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .is_none();
@@ -174,21 +199,14 @@ where
         self.fan_out.new_receiver().boxed()
     }
 
-    /// [`Shared::subscribe`], passing on an object only when something other
-    /// than its status changed (see [`spec_changes`]).
-    pub fn subscribe_spec_changes(&self) -> BoxStream<'static, Arc<K>> {
-        spec_changes(self.subscribe(), self.store())
-    }
-
     /// The future that keeps this kind's reflector up to date; `None` once taken.
     fn take_reflector(&self, reporting: Reporting) -> Option<BoxFuture<'static, ()>> {
-        let mut writer = self
-            .writer
+        let mut keep = self
+            .keep
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()?;
         let kind = kind_label::<K>();
-        let store = self.store.clone();
         let fan_out = self.fan_out.clone();
         let ready = self.ready.clone();
         let indexes = self.indexes.clone();
@@ -210,7 +228,7 @@ where
                         continue;
                     }
                 };
-                let converted = lenient.convert(event, &store);
+                let converted = lenient.convert(event, &keep);
                 if let Some(bad) = converted.report {
                     reporting.undecodable::<K>(kind, &bad).await;
                 }
@@ -221,14 +239,14 @@ where
                     continue;
                 };
                 if matches!(event, watcher::Event::Init) {
-                    before_relist = store.state();
+                    before_relist = keep.state();
                 }
-                writer.apply_watcher_event(&event);
-                update(&indexes, &event, &store);
+                keep.apply(&event);
+                update(&indexes, &event, &keep);
                 if matches!(event, watcher::Event::InitDone) {
                     ready.send_replace(true);
                 }
-                for object in fan_out_of(event, &store, &mut before_relist) {
+                for object in fan_out_of(event, &keep, &mut before_relist) {
                     // An error means nobody subscribed: nothing to tell.
                     let _ = fan_out.broadcast_direct(object).await;
                 }
@@ -238,7 +256,7 @@ where
 }
 
 /// Gives `indexes` the event their store just took.
-fn update<K>(indexes: &[Arc<dyn Indexer<K>>], event: &watcher::Event<K>, store: &Store<K>)
+fn update<K>(indexes: &[Arc<dyn Indexer<K>>], event: &watcher::Event<K>, store: &impl Kept<K>)
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
@@ -336,7 +354,7 @@ impl Reporting {
 /// The objects one watch event tells the subscribers about (the store already applied it).
 fn fan_out_of<K>(
     event: watcher::Event<K>,
-    store: &Store<K>,
+    store: &impl Kept<K>,
     before_relist: &mut Vec<Arc<K>>,
 ) -> Vec<Arc<K>>
 where
@@ -346,11 +364,7 @@ where
         // The store's own copy (kube-runtime's writer clones each object it
         // takes): a second copy per event would live as long as the slowest
         // subscriber, up to FAN_OUT_BUFFER of them per kind in a scale-up.
-        watcher::Event::Apply(object) => vec![
-            store
-                .get(&ObjectRef::from_obj(&object))
-                .unwrap_or_else(|| Arc::new(object)),
-        ],
+        watcher::Event::Apply(object) => vec![store.for_subscribers(object)],
         watcher::Event::Delete(object) => vec![Arc::new(object)],
         watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
         watcher::Event::InitDone => {
@@ -419,91 +433,6 @@ where
         .boxed()
 }
 
-/// The indexes of the shared caches: what a reconcile or a mapper would
-/// otherwise find by scanning a store. Clones share the indexes.
-#[derive(Clone)]
-pub struct Indexes {
-    /// NodeClaims by (namespace, `spec.clusterName`): a Cluster's claims.
-    pub claims_by_cluster: Arc<Index<NodeClaim, (String, String)>>,
-    /// ComputeContracts by the Infra their label names.
-    pub contracts_by_infra: Arc<Index<CachedContract, String>>,
-    /// Join Secrets by the Infra their label names.
-    pub join_secrets_by_infra: Arc<Index<CachedJoinSecret, String>>,
-    /// ComputeContracts by (namespace, phase): how many there are, how many
-    /// are in flight (Bidding or Accepted), the phase gauge.
-    pub contracts_by_phase: Arc<Index<CachedContract, (String, Option<ComputeContractPhase>)>>,
-}
-
-impl Indexes {
-    fn new() -> Self {
-        fn infra_label<K: Labelled>(object: &K) -> Option<String> {
-            object.label(names::INFRA_NAME_LABEL).map(str::to_owned)
-        }
-        Self {
-            claims_by_cluster: Arc::new(Index::new(|claim: &NodeClaim| {
-                Some((
-                    claim.metadata.namespace.clone().unwrap_or_default(),
-                    claim.spec.cluster_name.clone(),
-                ))
-            })),
-            contracts_by_infra: Arc::new(Index::new(infra_label::<CachedContract>)),
-            join_secrets_by_infra: Arc::new(Index::new(infra_label::<CachedJoinSecret>)),
-            contracts_by_phase: Arc::new(Index::new(|contract: &CachedContract| {
-                Some((
-                    contract.metadata.namespace.clone().unwrap_or_default(),
-                    contract.status.as_ref().and_then(|s| s.phase),
-                ))
-            })),
-        }
-    }
-
-    /// The contracts of `namespace` in a phase where they hold a bid window
-    /// or a booting machine (Bidding or Accepted): what `maxInFlight` bounds.
-    #[must_use]
-    pub fn contracts_in_flight(&self, namespace: &str) -> usize {
-        [
-            ComputeContractPhase::Bidding,
-            ComputeContractPhase::Accepted,
-        ]
-        .into_iter()
-        .map(|phase| {
-            self.contracts_by_phase
-                .len(&(namespace.to_owned(), Some(phase)))
-        })
-        .sum()
-    }
-
-    /// [`Self::contracts_in_flight`] without `contract`.
-    #[must_use]
-    pub fn contracts_in_flight_besides(
-        &self,
-        namespace: &str,
-        contract: &ObjectRef<CachedContract>,
-    ) -> usize {
-        let itself = [
-            ComputeContractPhase::Bidding,
-            ComputeContractPhase::Accepted,
-        ]
-        .into_iter()
-        .any(|phase| {
-            self.contracts_by_phase
-                .contains(&(namespace.to_owned(), Some(phase)), contract)
-        });
-        self.contracts_in_flight(namespace) - usize::from(itself)
-    }
-
-    /// How many contracts `namespace` has, by phase (`None`: no phase yet).
-    #[must_use]
-    pub fn contract_phases(&self, namespace: &str) -> Vec<(Option<ComputeContractPhase>, usize)> {
-        self.contracts_by_phase
-            .counts()
-            .into_iter()
-            .filter(|((ns, _), _)| ns == namespace)
-            .map(|((_, phase), count)| (phase, count))
-            .collect()
-    }
-}
-
 /// The caches of every kind the manager reads.
 pub struct SharedCaches {
     /// Kept by the reflectors with the stores.
@@ -519,8 +448,9 @@ pub struct SharedCaches {
     /// Requesters of every other namespace: they run nothing, and are told so.
     /// Not part of [`CacheReadiness`]: no reconcile decides from them.
     pub outside_requesters: Shared<Requester>,
-    /// Join Secrets of the contract namespace (those labelled with a contract entry).
-    pub join_secrets: Shared<CachedJoinSecret>,
+    /// Join Secrets of the contract namespace (those labelled with a contract
+    /// entry), kept by Infra ([`JoinSecrets`]).
+    pub join_secrets: Shared<WatchedJoinSecret, JoinSecrets>,
     /// AtprotoRecords of the contract namespace.
     pub atproto_records: Shared<AtprotoRecord>,
     /// Clusters of every namespace.
@@ -562,8 +492,7 @@ impl SharedCaches {
             join_secrets: Shared::new(
                 Api::namespaced(client.clone(), contract_namespace),
                 watcher::Config::default().labels(names::CONTRACT_LABEL),
-            )
-            .indexed_by(indexes.join_secrets_by_infra.clone()),
+            ),
             atproto_records: Shared::new(
                 Api::namespaced(client.clone(), contract_namespace),
                 any(),

@@ -1,6 +1,6 @@
 //! [`projection_of!`]: what makes a cached projection stand for its kind.
 //!
-//! A projection ([`super::CachedContract`], [`super::CachedJoinSecret`])
+//! A projection ([`super::CachedContract`], [`super::WatchedJoinSecret`])
 //! keeps less of an object than its kind's type, but the shared cache
 //! watches it, kube-runtime's stores and controllers hold it and the writes
 //! decode their answers into it: so it is a kube [`Resource`](kube::Resource)

@@ -3,6 +3,7 @@
 use super::*;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::ObjectMeta;
+use kube::runtime::reflector::store::Writer;
 
 fn secret(name: &str) -> Secret {
     Secret {

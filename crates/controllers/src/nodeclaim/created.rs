@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
-use kube::ResourceExt;
 
 use super::compose::ClusterKey;
 use super::secrets::JoinSecret;
@@ -72,8 +71,7 @@ impl CreatedSecrets {
         let mut names = self.lock();
         names.retain(|name, created| {
             created.cluster != *key
-                || (now < created.at + SHOWN_WITHIN
-                    && !cached.iter().any(|s| s.name_any() == *name))
+                || (now < created.at + SHOWN_WITHIN && !cached.iter().any(|s| s.name() == name))
         });
         let before = writes.len();
         writes.retain(|w| {

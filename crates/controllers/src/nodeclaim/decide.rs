@@ -372,7 +372,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
     let infra_gone = observed.infra.is_none() && !observed.root.is_running();
     for (entry, secret) in &secrets {
         if !composed_names.contains(entry) && (infra_gone || !contracts.contains_key(entry)) {
-            plan.delete_secrets.push(Seen::of(*secret).any_version());
+            plan.delete_secrets.push(secret.seen().any_version());
         }
     }
 

@@ -18,7 +18,6 @@
 use std::collections::BTreeSet;
 
 use crate::cache::CachedJoinSecret;
-use kube::ResourceExt;
 
 use super::awaited::AwaitedUids;
 use super::compose::ClusterKey;
@@ -40,7 +39,10 @@ impl DeletedSecrets {
     /// others.
     #[must_use]
     pub fn still_cached(&self, key: &ClusterKey, cached: &[&CachedJoinSecret]) -> BTreeSet<String> {
-        let present: BTreeSet<String> = cached.iter().filter_map(|s| s.uid()).collect();
+        let present: BTreeSet<String> = cached
+            .iter()
+            .filter_map(|s| s.uid().map(str::to_owned))
+            .collect();
         self.uids.still_lagging(key, &present)
     }
 }

@@ -59,7 +59,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
 use crate::cache::{
-    CacheReadiness, CachedContract, CachedJoinSecret, Indexes, Labelled, SharedCaches,
+    CacheReadiness, CachedContract, CachedJoinSecret, Indexes, JoinSecrets, Labelled, SharedCaches,
+    WatchedJoinSecret,
 };
 use crate::reconciler::{self, Identity, Shell};
 use compose::ClusterKey;
@@ -102,7 +103,7 @@ struct Stores {
     claims: Store<NodeClaim>,
     infras: Store<Infra>,
     contracts: Store<CachedContract>,
-    secrets: Store<CachedJoinSecret>,
+    secrets: JoinSecrets,
     requesters: Store<Requester>,
     indexes: Indexes,
     ready: CacheReadiness,
@@ -151,7 +152,7 @@ pub fn controller(
         claims: caches.nodeclaims.store(),
         infras: caches.infras.store(),
         contracts: caches.contracts.store(),
-        secrets: caches.join_secrets.store(),
+        secrets: caches.join_secrets.kept(),
         requesters: caches.requesters.store(),
         indexes: caches.indexes.clone(),
         ready: caches.readiness(),
@@ -184,7 +185,7 @@ pub fn controller(
             .watches_shared_stream(caches.join_secrets.subscribe(), {
                 let infras = stores.infras.clone();
                 let ns = ctx.contract_namespace.clone();
-                move |secret: Arc<CachedJoinSecret>| {
+                move |secret: Arc<WatchedJoinSecret>| {
                     labelled_cluster_key(&infras, &ns, secret.as_ref()).map(|k| cluster_ref(&k))
                 }
             })
@@ -294,12 +295,8 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             .contracts_by_infra
             .objects(&infra_name, &stores.contracts),
     );
-    let secrets = by_name(
-        stores
-            .indexes
-            .join_secrets_by_infra
-            .objects(&infra_name, &stores.secrets),
-    );
+    // Kept by Infra, in name order.
+    let secrets = stores.secrets.of_infra(&infra_name);
     let claim_refs: Vec<&NodeClaim> = claims.iter().map(AsRef::as_ref).collect();
     let own = &runtime.own_writes;
     if claim_refs.iter().any(|c| own.is_behind(*c))

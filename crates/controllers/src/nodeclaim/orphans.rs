@@ -37,7 +37,7 @@ use super::{
     METRICS_LABEL, Runtime, cluster_ref, infra_cluster_key, labelled_cluster_key, reconcile_key,
 };
 use crate::Result;
-use crate::cache::{CachedContract, CachedJoinSecret, Indexes, SharedCaches};
+use crate::cache::{CachedContract, Indexes, SharedCaches, WatchedJoinSecret};
 use crate::reconciler;
 
 /// Whether claims of `key` are this controller's: its Cluster is not in the
@@ -87,7 +87,7 @@ pub(super) fn controller(
         .watches_shared_stream(caches.join_secrets.subscribe(), {
             let claims_of = claims_of(stores.indexes.clone(), stores.clusters.clone());
             let infras = stores.infras.clone();
-            move |secret: Arc<CachedJoinSecret>| {
+            move |secret: Arc<WatchedJoinSecret>| {
                 claims_of(labelled_cluster_key(&infras, &ns, secret.as_ref()))
             }
         });

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
@@ -38,6 +38,8 @@ use serde_json::value::RawValue;
 
 mod trim;
 mod typed;
+
+use super::keep::Kept;
 
 /// One object as the watch delivered it.
 #[derive(Clone, Debug)]
@@ -214,8 +216,12 @@ where
         self.undecodable.len()
     }
 
-    /// The store event of `event`; `store` is the store before it takes it.
-    pub fn convert(&mut self, event: watcher::Event<Decoded<K>>, store: &Store<K>) -> Converted<K> {
+    /// The store event of `event`; `store` is what the cache keeps before it takes it.
+    pub fn convert(
+        &mut self,
+        event: watcher::Event<Decoded<K>>,
+        store: &impl Kept<K>,
+    ) -> Converted<K> {
         let mut report = None;
         let event = match event {
             watcher::Event::Init => {

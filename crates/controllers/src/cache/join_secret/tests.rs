@@ -1,4 +1,4 @@
-//! A join Secret is cached with its labels, token and the digest of its data.
+//! A join Secret is watched and kept with its labels, token and the digest of its data.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
@@ -23,8 +23,8 @@ fn secret_json(type_: &str) -> Value {
     })
 }
 
-fn cached(value: Value) -> CachedJoinSecret {
-    match serde_json::from_value::<Decoded<CachedJoinSecret>>(value).unwrap() {
+fn cached(value: Value) -> WatchedJoinSecret {
+    match serde_json::from_value::<Decoded<WatchedJoinSecret>>(value).unwrap() {
         Decoded::Object(secret) => secret,
         Decoded::Undecodable(bad) => panic!("a readable Secret decodes: {bad:?}"),
     }
@@ -55,6 +55,25 @@ fn a_join_secret_is_cached_with_its_labels_token_and_the_digest_of_its_data() {
     assert_eq!(meta.labels, None, "labels are held once, in `labels`");
     assert_eq!(meta.annotations, None);
     assert_eq!(meta.creation_timestamp, None);
+}
+
+#[test]
+fn the_kept_form_gives_back_the_watched_secret_unchanged() {
+    let watched = cached(secret_json(JOIN_SECRET_TYPE));
+    let kept = CachedJoinSecret::kept(watched.clone(), Some(Arc::from("ns")));
+    assert_eq!(kept.name(), "join-e1");
+    assert_eq!(kept.uid(), Some("u1"));
+    assert_eq!(kept.label(api::names::INFRA_NAME_LABEL), Some("nodes-a"));
+    assert_eq!(WatchedJoinSecret::from(&kept), watched);
+    let seen = kept.seen();
+    assert_eq!(
+        (seen.namespace.as_str(), seen.name.as_str()),
+        ("ns", "join-e1")
+    );
+    assert_eq!(seen.uid.as_deref(), Some("u1"));
+    assert_eq!(seen.resource_version.as_deref(), Some("3"));
+    let whole: Secret = serde_json::from_value(secret_json(JOIN_SECRET_TYPE)).unwrap();
+    assert_eq!(CachedJoinSecret::from(whole), kept);
 }
 
 #[test]
@@ -96,17 +115,20 @@ fn the_digest_changes_with_any_key_or_value() {
 
 #[test]
 fn its_debug_never_shows_the_token() {
-    let shown = format!("{:?}", cached(secret_json(JOIN_SECRET_TYPE)));
-    assert!(!shown.contains("token-1"), "{shown}");
-    assert!(shown.contains("has_token: true"), "{shown}");
+    let watched = cached(secret_json(JOIN_SECRET_TYPE));
+    let kept = CachedJoinSecret::kept(watched.clone(), None);
+    for shown in [format!("{watched:?}"), format!("{kept:?}")] {
+        assert!(!shown.contains("token-1"), "{shown}");
+        assert!(shown.contains("has_token: true"), "{shown}");
+    }
 }
 
 #[test]
 fn it_is_watched_as_a_secret() {
-    assert_eq!(CachedJoinSecret::kind(&()), "Secret");
-    assert_eq!(CachedJoinSecret::api_version(&()), "v1");
+    assert_eq!(WatchedJoinSecret::kind(&()), "Secret");
+    assert_eq!(WatchedJoinSecret::api_version(&()), "v1");
     assert_eq!(
-        CachedJoinSecret::url_path(&(), Some("ns")),
+        WatchedJoinSecret::url_path(&(), Some("ns")),
         Secret::url_path(&(), Some("ns"))
     );
 }

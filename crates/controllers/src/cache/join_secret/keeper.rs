@@ -1,0 +1,208 @@
+//! [`JoinSecrets`]: the join Secrets as the shared cache keeps them, grouped
+//! by the Infra their label names.
+//!
+//! A reconcile reads the Secrets of one Infra ([`JoinSecrets::of_infra`]), so
+//! they are kept by that group, each group in name order: this is both the
+//! store and the index (a kube-runtime store beside an `Index` kept each
+//! Secret's name in four more places).
+//!
+//! # Guarantees
+//! - It takes watch events as a kube-runtime store does: an object applied
+//!   replaces the one of its name, a re-list is read in full and replaces
+//!   everything only when it is done (readers see the old state until then).
+//! - Clones share what is kept; a reader never sees half of one event.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use api::names::INFRA_NAME_LABEL;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use super::{CachedJoinSecret, WatchedJoinSecret};
+use crate::cache::Labelled;
+use crate::cache::keep::{Keep, Kept};
+
+/// The join Secrets the shared cache keeps. Clones share them.
+#[derive(Default)]
+pub struct JoinSecrets {
+    kept: Arc<RwLock<Groups>>,
+    /// A re-list under way: what replaces `kept` when it is done (the
+    /// reflector's handle only; as kube-runtime's writer, it takes what
+    /// comes between `Init` and `InitDone`).
+    relisting: Groups,
+}
+
+/// Secrets by name.
+type Group = BTreeMap<Arc<str>, Arc<CachedJoinSecret>>;
+
+/// The Secrets by the Infra their label names, then by name.
+#[derive(Default)]
+struct Groups {
+    by_infra: HashMap<Arc<str>, Group>,
+    /// Those without an Infra label.
+    unlabelled: Group,
+    /// Each Secret's Infra, to move or remove it.
+    infra_of: HashMap<Arc<str>, Option<Arc<str>>>,
+    /// The namespaces met, so each Secret shares its namespace's one allocation
+    /// (a cache watches one namespace: this holds one or two).
+    namespaces: Vec<Arc<str>>,
+}
+
+impl Groups {
+    fn insert(&mut self, watched: WatchedJoinSecret) {
+        let namespace = watched
+            .metadata
+            .namespace
+            .as_deref()
+            .map(|ns| self.shared_namespace(ns));
+        // The group's key, shared by its members' reverse entries.
+        let infra: Option<Arc<str>> =
+            watched
+                .label(INFRA_NAME_LABEL)
+                .map(|infra| match self.by_infra.get_key_value(infra) {
+                    Some((shared, _)) => shared.clone(),
+                    None => Arc::from(infra),
+                });
+        let secret = CachedJoinSecret::kept(watched, namespace);
+        self.remove(secret.name());
+        let name = secret.name.clone();
+        self.infra_of.insert(name.clone(), infra.clone());
+        let group = match infra {
+            Some(infra) => self.by_infra.entry(infra).or_default(),
+            None => &mut self.unlabelled,
+        };
+        group.insert(name, Arc::new(secret));
+    }
+
+    fn remove(&mut self, name: &str) {
+        let Some(infra) = self.infra_of.remove(name) else {
+            return;
+        };
+        match infra {
+            Some(infra) => {
+                if let Some(group) = self.by_infra.get_mut(&infra) {
+                    group.remove(name);
+                    if group.is_empty() {
+                        self.by_infra.remove(&infra);
+                    }
+                }
+            }
+            None => {
+                self.unlabelled.remove(name);
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Arc<CachedJoinSecret>> {
+        match self.infra_of.get(name)? {
+            Some(infra) => self.by_infra.get(infra)?.get(name),
+            None => self.unlabelled.get(name),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Arc<CachedJoinSecret>> {
+        self.by_infra
+            .values()
+            .flat_map(Group::values)
+            .chain(self.unlabelled.values())
+    }
+
+    fn shared_namespace(&mut self, namespace: &str) -> Arc<str> {
+        if let Some(shared) = self.namespaces.iter().find(|ns| ***ns == *namespace) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(namespace);
+        self.namespaces.push(shared.clone());
+        shared
+    }
+}
+
+impl Clone for JoinSecrets {
+    /// Another handle on the same Secrets (a re-list under way stays with the reflector's).
+    fn clone(&self) -> Self {
+        Self {
+            kept: self.kept.clone(),
+            relisting: Groups::default(),
+        }
+    }
+}
+
+impl JoinSecrets {
+    fn read(&self) -> RwLockReadGuard<'_, Groups> {
+        // Every change completes or does nothing: a panic cannot leave half of one.
+        self.kept.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Groups> {
+        self.kept.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The Secrets labelled with Infra `infra`, in name order.
+    #[must_use]
+    pub fn of_infra(&self, infra: &str) -> Vec<Arc<CachedJoinSecret>> {
+        self.read()
+            .by_infra
+            .get(infra)
+            .map(|group| group.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many Secrets are kept.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.read().infra_of.len()
+    }
+
+    /// Whether none is.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Kept<WatchedJoinSecret> for JoinSecrets {
+    fn get(&self, key: &ObjectRef<WatchedJoinSecret>) -> Option<Arc<WatchedJoinSecret>> {
+        let kept = self.read();
+        let secret = kept.get(&key.name)?;
+        (secret.namespace.as_deref() == key.namespace.as_deref())
+            .then(|| Arc::new(WatchedJoinSecret::from(secret.as_ref())))
+    }
+
+    fn state(&self) -> Vec<Arc<WatchedJoinSecret>> {
+        self.read()
+            .all()
+            .map(|secret| Arc::new(WatchedJoinSecret::from(secret.as_ref())))
+            .collect()
+    }
+
+    /// The subscribers get the decoded Secret itself: nothing here is a
+    /// copy of it to share.
+    fn for_subscribers(&self, object: WatchedJoinSecret) -> Arc<WatchedJoinSecret> {
+        Arc::new(object)
+    }
+}
+
+impl Keep<WatchedJoinSecret> for JoinSecrets {
+    type Reader = Self;
+
+    fn reader(&self) -> Self {
+        self.clone()
+    }
+
+    fn apply(&mut self, event: &watcher::Event<WatchedJoinSecret>) {
+        match event {
+            watcher::Event::Apply(secret) => self.write().insert(secret.clone()),
+            watcher::Event::Delete(secret) => {
+                let name = secret.metadata.name.as_deref().unwrap_or_default();
+                self.write().remove(name);
+            }
+            watcher::Event::Init => self.relisting = Groups::default(),
+            watcher::Event::InitApply(secret) => self.relisting.insert(secret.clone()),
+            watcher::Event::InitDone => *self.write() = std::mem::take(&mut self.relisting),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+//! The keeper holds what a kube-runtime store would, grouped by Infra.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ObjectMeta;
+use proptest::prelude::*;
+
+use super::*;
+use crate::cache::keep::KubeStore;
+
+/// A join Secret `name` of namespace `ns`, labelled with Infra `infra`, token `token`.
+fn secret(ns: &str, name: &str, infra: Option<&str>, token: &str) -> WatchedJoinSecret {
+    let mut labels = BTreeMap::from([(CONTRACT_LABEL.to_owned(), name.to_owned())]);
+    if let Some(infra) = infra {
+        labels.insert(INFRA_NAME_LABEL.to_owned(), infra.to_owned());
+    }
+    WatchedJoinSecret::from(Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(ns.to_owned()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some(token.len().to_string()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            "token".to_owned(),
+            ByteString(token.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    })
+}
+
+fn names(secrets: &[Arc<CachedJoinSecret>]) -> Vec<&str> {
+    secrets.iter().map(|s| s.name()).collect()
+}
+
+#[test]
+fn secrets_are_read_by_infra_in_name_order_and_move_with_their_label() {
+    let mut keep = JoinSecrets::default();
+    let reader = keep.reader();
+    for (name, infra) in [("c", "x"), ("a", "x"), ("b", "y")] {
+        keep.apply(&watcher::Event::Apply(secret("ns", name, Some(infra), "t")));
+    }
+    keep.apply(&watcher::Event::Apply(secret("ns", "u", None, "t")));
+    assert_eq!(names(&reader.of_infra("x")), ["a", "c"]);
+    assert_eq!(names(&reader.of_infra("y")), ["b"]);
+    assert!(reader.of_infra("z").is_empty());
+    assert_eq!(reader.len(), 4, "one without an Infra label is kept too");
+
+    keep.apply(&watcher::Event::Apply(secret("ns", "a", Some("y"), "t2")));
+    assert_eq!(names(&reader.of_infra("x")), ["c"]);
+    assert_eq!(names(&reader.of_infra("y")), ["a", "b"]);
+    assert_eq!(reader.of_infra("y")[0].token.as_deref(), Some("t2"));
+
+    keep.apply(&watcher::Event::Delete(secret("ns", "c", Some("x"), "t")));
+    assert!(reader.of_infra("x").is_empty());
+    keep.apply(&watcher::Event::Delete(secret("ns", "u", None, "t")));
+    assert_eq!(reader.len(), 2);
+}
+
+#[test]
+fn a_relist_replaces_everything_only_when_it_is_done() {
+    let mut keep = JoinSecrets::default();
+    let reader = keep.reader();
+    keep.apply(&watcher::Event::Apply(secret("ns", "old", Some("x"), "t")));
+    keep.apply(&watcher::Event::Init);
+    keep.apply(&watcher::Event::InitApply(secret(
+        "ns",
+        "new",
+        Some("x"),
+        "t",
+    )));
+    assert_eq!(
+        names(&reader.of_infra("x")),
+        ["old"],
+        "the list under way is not read yet"
+    );
+    keep.apply(&watcher::Event::InitDone);
+    assert_eq!(names(&reader.of_infra("x")), ["new"]);
+}
+
+#[test]
+fn a_kept_secret_is_given_back_as_watched_and_shares_its_namespace() {
+    let mut keep = JoinSecrets::default();
+    let a = secret("ns", "a", Some("x"), "t");
+    keep.apply(&watcher::Event::Apply(a.clone()));
+    keep.apply(&watcher::Event::Apply(secret("ns", "b", Some("x"), "t")));
+    assert_eq!(
+        keep.get(&ObjectRef::new("a").within("ns")).as_deref(),
+        Some(&a)
+    );
+    assert_eq!(keep.get(&ObjectRef::new("a").within("other")), None);
+    let [a, b] = &keep.of_infra("x")[..] else {
+        panic!("two Secrets of x")
+    };
+    let (Some(ns_a), Some(ns_b)) = (&a.namespace, &b.namespace) else {
+        panic!("both have a namespace")
+    };
+    assert!(Arc::ptr_eq(ns_a, ns_b), "one allocation per namespace");
+}
+
+/// One watch event over a few names, Infras and tokens.
+#[derive(Clone, Debug)]
+enum Step {
+    Apply(usize, Option<usize>, usize),
+    Delete(usize),
+    Relist(Vec<(usize, Option<usize>, usize)>),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let object = (0..4usize, proptest::option::of(0..2usize), 0..3usize);
+    prop_oneof![
+        4 => object.clone().prop_map(|(n, i, t)| Step::Apply(n, i, t)),
+        2 => (0..4usize).prop_map(Step::Delete),
+        1 => proptest::collection::vec(object, 0..5).prop_map(Step::Relist),
+    ]
+}
+
+fn object((name, infra, token): (usize, Option<usize>, usize)) -> WatchedJoinSecret {
+    let infra = infra.map(|i| format!("infra-{i}"));
+    secret(
+        "ns",
+        &format!("s{name}"),
+        infra.as_deref(),
+        &"t".repeat(token + 1),
+    )
+}
+
+proptest! {
+    /// Whatever the events, the keeper holds what kube-runtime's store holds,
+    /// and each Infra's group is that store's Secrets with its label, by name.
+    #[test]
+    fn it_holds_what_a_kube_runtime_store_holds(steps in proptest::collection::vec(step(), 0..24)) {
+        let mut kube = KubeStore::<WatchedJoinSecret>::default();
+        let mut keep = JoinSecrets::default();
+        for step in steps {
+            let events = match step {
+                Step::Apply(n, i, t) => vec![watcher::Event::Apply(object((n, i, t)))],
+                Step::Delete(n) => vec![watcher::Event::Delete(object((n, None, 0)))],
+                Step::Relist(objects) => std::iter::once(watcher::Event::Init)
+                    .chain(objects.into_iter().map(|o| watcher::Event::InitApply(object(o))))
+                    .chain(std::iter::once(watcher::Event::InitDone))
+                    .collect(),
+            };
+            for event in &events {
+                kube.apply(event);
+                keep.apply(event);
+            }
+            let as_set = |objects: Vec<Arc<WatchedJoinSecret>>| -> BTreeSet<String> {
+                objects.iter().map(|o| format!("{o:?}")).collect()
+            };
+            prop_assert_eq!(as_set(keep.state()), as_set(kube.state()));
+            for infra in ["infra-0", "infra-1"] {
+                let mut expected: Vec<String> = kube
+                    .state()
+                    .iter()
+                    .filter(|s| s.label(INFRA_NAME_LABEL) == Some(infra))
+                    .map(|s| s.metadata.name.clone().unwrap())
+                    .collect();
+                expected.sort();
+                let kept = keep.of_infra(infra);
+                prop_assert_eq!(names(&kept), expected);
+            }
+        }
+    }
+}
