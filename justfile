@@ -28,7 +28,7 @@ demo:
 
 # Every benchmark, in release: the embedded API server, then the controllers on it: one life of
 # 100 nodes, the manager alone in its process (memory), throughput, latency, the curve to 3,000 nodes,
-# and what one cached object of each kind weighs.
+# the manager's memory after a restart on 10,000 nodes, and what one cached object of each kind weighs.
 bench:
     cargo run --release -p apiserver --example bench_apiserver
     cargo run --release -p manager --example bench_scale
@@ -36,6 +36,7 @@ bench:
     cargo run --release -p manager --example bench_scale -- --throughput
     cargo run --release -p manager --example bench_scale -- --latency
     cargo run --release -p manager --example bench_scale -- --curve
+    cargo run --release -p manager --example bench_scale -- --restart --external
     cargo run --release -p controllers --example cache_weight
 
 # Everything CI checks.

@@ -295,6 +295,11 @@ impl Tracker {
         Ok(())
     }
 
+    /// How far the claims and contracts are now.
+    pub fn tally(&self) -> Tally {
+        *self.tally.borrow()
+    }
+
     /// When the contract of entry `entry` was first seen.
     pub fn contract_seen(&self, entry: &str) -> Option<Instant> {
         self.stages

@@ -30,6 +30,11 @@
 //!   when the last claim reached it.
 //! - `--latency [--batches 1,100,1000]`: claim created -> contract created,
 //!   p50 and p99, for batches of claims created at once.
+//! - `--restart [--clusters 1000 --nodes 10]` (with `--external`): the
+//!   manager's memory with the fleet Joined, then after its process is
+//!   killed and started again on the same fleet (the local market keeps
+//!   its journal in a temporary directory, so the guests outlive it): what
+//!   a manager holds of the fleet without a scale-up's churn behind it.
 //! - `--external` (any mode): the manager runs as a process of its own
 //!   (this executable again) against the API server, so its resident memory
 //!   is its own: it is printed per contract and projected to 10,000.
@@ -44,6 +49,7 @@ mod departures;
 mod fleet;
 mod probe;
 mod report;
+mod restart;
 mod stages;
 mod world;
 
@@ -144,6 +150,10 @@ fn main() -> anyhow::Result<()> {
             let clusters = args.number("--clusters", 100)?;
             let nodes = args.number("--nodes", 10)?;
             throughput(clusters, nodes, external).await
+        } else if args.has("--restart") {
+            let clusters = args.number("--clusters", 1_000)?;
+            let nodes = args.number("--nodes", 10)?;
+            restart::memory_after_restart(clusters, nodes, external).await
         } else if args.has("--latency") {
             let batches = args.numbers("--batches", &[1, 100, 1_000])?;
             latency(&batches, external).await
@@ -168,6 +178,7 @@ async fn life(
     let mut world = World::start(&WorldOptions {
         capacity: total,
         external,
+        market_state: None,
     })
     .await?;
     let mut tracker = Tracker::start(&world.client, &world.contract_namespace, false).await?;
@@ -213,17 +224,20 @@ async fn life(
     })
 }
 
+/// How many writes the server has taken so far.
+fn writes_taken(world: &World) -> u64 {
+    let counters = world.server.counters();
+    apiserver::audit::WRITE_VERBS
+        .iter()
+        .filter_map(|verb| counters.by_verb.get(*verb))
+        .sum()
+}
+
 /// Waits until the server has taken no write for [`SETTLED`] (at most
 /// [`SETTLE_LIMIT`]): the last Infra and Cluster statuses follow the last
 /// claim's. A manager that never settles shows in the idle window.
 async fn settle(world: &World) {
-    let writes = || -> u64 {
-        let counters = world.server.counters();
-        apiserver::audit::WRITE_VERBS
-            .iter()
-            .filter_map(|verb| counters.by_verb.get(*verb))
-            .sum()
-    };
+    let writes = || writes_taken(world);
     let started = Instant::now();
     let (mut last, mut since) = (writes(), Instant::now());
     while since.elapsed() < SETTLED && started.elapsed() < SETTLE_LIMIT {
@@ -281,6 +295,7 @@ async fn throughput(clusters: usize, nodes: usize, external: bool) -> anyhow::Re
     let mut world = World::start(&WorldOptions {
         capacity: total,
         external,
+        market_state: None,
     })
     .await?;
     let mut tracker = Tracker::start(&world.client, &world.contract_namespace, true).await?;
@@ -318,6 +333,7 @@ async fn latency(batches: &[usize], external: bool) -> anyhow::Result<()> {
     let world = World::start(&WorldOptions {
         capacity: batches.iter().sum(),
         external,
+        market_state: None,
     })
     .await?;
     let mut tracker = Tracker::start(&world.client, &world.contract_namespace, false).await?;

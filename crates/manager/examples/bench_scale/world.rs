@@ -3,7 +3,7 @@
 //! benchmark's driver on the main runtime, so each one's CPU is told apart.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +67,9 @@ pub struct WorldOptions {
     pub capacity: usize,
     /// The manager in a process of its own (`--external`).
     pub external: bool,
+    /// Where the local market keeps its journal, so that its guests outlive
+    /// the manager's process (`--restart`); in memory when `None`.
+    pub market_state: Option<PathBuf>,
 }
 
 /// The manager under test.
@@ -116,8 +119,9 @@ fn driver_client(server: &TestServer) -> anyhow::Result<Client> {
 }
 
 /// The Requester: bidders that boot at once and have room for `capacity`
-/// nodes, a 1 s bid window, and every contract allowed in flight at once.
-fn requester(namespace: &str, capacity: usize) -> anyhow::Result<Requester> {
+/// nodes, a 1 s bid window, every contract allowed in flight at once, and
+/// the market's journal in `state` if given.
+fn requester(namespace: &str, capacity: usize, state: Option<&Path>) -> anyhow::Result<Requester> {
     let bidder = |did: &str, cost: u64| {
         json!({"did": did, "cost": cost, "currency": "EUR",
                "capacity": capacity + 1, "bootDelayMillis": 0})
@@ -128,7 +132,7 @@ fn requester(namespace: &str, capacity: usize) -> anyhow::Result<Requester> {
         "spec": {
             "bidWindowSeconds": 1,
             "maxInFlight": capacity.max(1),
-            "market": {"local": {"seed": 7, "bidders": [
+            "market": {"local": {"seed": 7, "stateDir": state, "bidders": [
                 bidder("did:web:cheap.example", 90),
                 bidder("did:web:fast.example", 120),
             ]}},
@@ -177,7 +181,14 @@ impl World {
             ..PostParams::default()
         };
         Api::<Requester>::namespaced(client.clone(), &contract_namespace)
-            .create(&post, &requester(&contract_namespace, options.capacity)?)
+            .create(
+                &post,
+                &requester(
+                    &contract_namespace,
+                    options.capacity,
+                    options.market_state.as_deref(),
+                )?,
+            )
             .await
             .context("create the Requester")?;
         let manager = if options.external {
@@ -253,6 +264,17 @@ impl World {
             }
         }
         Ok(probe::reconciles(&text))
+    }
+
+    /// Kills the manager's process and starts another on the same server;
+    /// returns once its caches hold their initial lists (`--external` only).
+    pub async fn restart_manager(&mut self) -> anyhow::Result<()> {
+        let Manager::Child { child, .. } = &mut self.manager else {
+            bail!("only a manager in a process of its own restarts (--external)");
+        };
+        child.kill().await.context("kill the manager process")?;
+        self.manager = start_child(self.server.kubeconfig_path(), &self.contract_namespace).await?;
+        Ok(())
     }
 
     /// Stops the manager and the server.

@@ -1,0 +1,80 @@
+//! `--restart`: the manager's memory with a Joined fleet, before and after
+//! its process is killed and started again on the same fleet.
+//!
+//! After a scale-up the manager's resident memory holds the fleet and what
+//! the allocator kept of the scale-up's churn (pages that a few live objects
+//! still pin); a manager started on a fleet that already exists (a restart,
+//! a new leader) lists it once. The two figures side by side tell how much
+//! of the first is the fleet itself.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+
+use crate::fleet::{self, Tracker};
+use crate::world::{World, WorldOptions};
+use crate::{settle, writes_taken};
+
+/// How long the manager idles before its memory is read, each time.
+const IDLE: Duration = Duration::from_secs(10);
+
+/// Scales `clusters` x `nodes` up to Joined, reads the manager's VmRSS,
+/// restarts it and reads it again once it settled; the fleet is left as it
+/// is (the server and the manager end with the benchmark).
+pub async fn memory_after_restart(
+    clusters: usize,
+    nodes: usize,
+    external: bool,
+) -> anyhow::Result<()> {
+    if !external {
+        bail!("--restart reads the manager's own memory: run it with --external");
+    }
+    let total = clusters * nodes;
+    let journal = std::env::temp_dir().join(format!("bench-scale-market-{}", std::process::id()));
+    std::fs::create_dir_all(&journal).context("create the market's journal directory")?;
+    let outcome = async {
+        let mut world = World::start(&WorldOptions {
+            capacity: total,
+            external,
+            market_state: Some(journal.clone()),
+        })
+        .await?;
+        let mut tracker = Tracker::start(&world.client, &world.contract_namespace, false).await?;
+        let claims = fleet::node_pools(&world.client, "c", clusters, nodes).await?;
+        fleet::create_claims(&world.client, &claims).await?;
+        tracker
+            .wait("every NodeClaim Joined", |t| t.joined == total)
+            .await?;
+        settle(&world).await;
+        tokio::time::sleep(IDLE).await;
+        let after_scale_up = world.manager_rss_kib().context("the manager's VmRSS")?;
+
+        world.restart_manager().await?;
+        let writes_before = writes_taken(&world);
+        settle(&world).await;
+        tokio::time::sleep(IDLE).await;
+        let after_restart = world.manager_rss_kib().context("the manager's VmRSS")?;
+        let writes = writes_taken(&world) - writes_before;
+        let tally = tracker.tally();
+        tracker.stop();
+        world.stop().await;
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        println!(
+            "bench-scale --restart: {total} nodes ({clusters} Clusters x {nodes}), the manager in a process of its own"
+        );
+        println!(
+            "memory:      the manager's VmRSS {:.1} MiB after the scale-up, {:.1} MiB after a restart on the same fleet ({:.2}x)",
+            mib(after_scale_up),
+            mib(after_restart),
+            after_restart as f64 / after_scale_up as f64
+        );
+        println!(
+            "restart:     {writes} API writes from the restart to the reading; {} of {total} claims Joined, {} contracts Deployed",
+            tally.joined, tally.deployed
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&journal);
+    outcome
+}
