@@ -86,7 +86,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn mib(kib: u64) -> f64 {
+pub fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use crate::fleet::{self, Tracker};
+use crate::report::mib;
 use crate::world::{World, WorldOptions};
 use crate::{settle, writes_taken};
 
@@ -58,7 +59,6 @@ pub async fn memory_after_restart(
         let tally = tracker.tally();
         tracker.stop();
         world.stop().await;
-        let mib = |kib: u64| kib as f64 / 1024.0;
         println!(
             "bench-scale --restart: {total} nodes ({clusters} Clusters x {nodes}), the manager in a process of its own"
         );

@@ -147,18 +147,6 @@ impl JoinSecrets {
             .map(|group| group.values().cloned().collect())
             .unwrap_or_default()
     }
-
-    /// How many Secrets are kept.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.read().infra_of.len()
-    }
-
-    /// Whether none is.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl Kept<WatchedJoinSecret> for JoinSecrets {

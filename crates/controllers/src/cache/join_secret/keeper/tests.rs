@@ -50,7 +50,11 @@ fn secrets_are_read_by_infra_in_name_order_and_move_with_their_label() {
     assert_eq!(names(&reader.of_infra("x")), ["a", "c"]);
     assert_eq!(names(&reader.of_infra("y")), ["b"]);
     assert!(reader.of_infra("z").is_empty());
-    assert_eq!(reader.len(), 4, "one without an Infra label is kept too");
+    assert_eq!(
+        reader.state().len(),
+        4,
+        "one without an Infra label is kept too"
+    );
 
     keep.apply(&watcher::Event::Apply(secret("ns", "a", Some("y"), "t2")));
     assert_eq!(names(&reader.of_infra("x")), ["c"]);
@@ -60,7 +64,7 @@ fn secrets_are_read_by_infra_in_name_order_and_move_with_their_label() {
     keep.apply(&watcher::Event::Delete(secret("ns", "c", Some("x"), "t")));
     assert!(reader.of_infra("x").is_empty());
     keep.apply(&watcher::Event::Delete(secret("ns", "u", None, "t")));
-    assert_eq!(reader.len(), 2);
+    assert_eq!(reader.state().len(), 2);
 }
 
 #[test]
