@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use api::{ComputeContractPhase, NodeClaim, names};
+use api::{ComputeContractPhase, names};
 use kube::runtime::reflector::ObjectRef;
 
 use super::{CachedContract, Index, Labelled};
@@ -11,8 +11,6 @@ use super::{CachedContract, Index, Labelled};
 /// otherwise find by scanning a store. Clones share the indexes.
 #[derive(Clone)]
 pub struct Indexes {
-    /// NodeClaims by (namespace, `spec.clusterName`): a Cluster's claims.
-    pub claims_by_cluster: Arc<Index<NodeClaim, (String, String)>>,
     /// ComputeContracts by the Infra their label names.
     pub contracts_by_infra: Arc<Index<CachedContract, String>>,
     /// ComputeContracts by (namespace, phase): how many there are, how many
@@ -26,12 +24,6 @@ impl Indexes {
             object.label(names::INFRA_NAME_LABEL).map(str::to_owned)
         }
         Self {
-            claims_by_cluster: Arc::new(Index::new(|claim: &NodeClaim| {
-                Some((
-                    claim.metadata.namespace.clone().unwrap_or_default(),
-                    claim.spec.cluster_name.clone(),
-                ))
-            })),
             contracts_by_infra: Arc::new(Index::new(infra_label::<CachedContract>)),
             contracts_by_phase: Arc::new(Index::new(|contract: &CachedContract| {
                 Some((

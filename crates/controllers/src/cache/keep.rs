@@ -6,7 +6,9 @@
 //! strings: about 650 bytes an object before any field of its own (plan
 //! 0017). A `Controller` needs one for its primary kind; a kind that only
 //! wakes controllers and is read by reconciles (the join Secrets) can be kept
-//! in a smaller form by a keeper of its own ([`super::JoinSecrets`]).
+//! in a smaller form by a keeper of its own ([`super::JoinSecrets`]), and
+//! one a `Controller` reconciles only a few of (the claims whose Cluster is
+//! missing) by a keeper ([`super::Claims`]) beside a store of those few.
 //!
 //! # Guarantees
 //! - The reflector applies every event to its keeper before any index or

@@ -48,6 +48,7 @@
 //! skipped, kept at its last readable version, counted in
 //! `socialweb_cache_undecodable_objects` and marked with a Warning Event.
 
+pub mod claims;
 pub mod contract;
 pub mod decode;
 pub mod index;
@@ -82,6 +83,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use api::Cluster;
+pub use claims::Claims;
 pub use contract::CachedContract;
 use decode::{Decoded, Lenient, Undecodable};
 pub use index::Index;
@@ -455,8 +457,8 @@ pub struct SharedCaches {
     pub atproto_records: Shared<AtprotoRecord>,
     /// Clusters of every namespace.
     pub clusters: Shared<Cluster>,
-    /// NodeClaims of every namespace.
-    pub nodeclaims: Shared<NodeClaim>,
+    /// NodeClaims of every namespace, kept by Cluster ([`Claims`]).
+    pub nodeclaims: Shared<NodeClaim, Claims>,
 }
 
 impl SharedCaches {
@@ -498,8 +500,7 @@ impl SharedCaches {
                 any(),
             ),
             clusters: Shared::new(Api::all(client.clone()), any()),
-            nodeclaims: Shared::new(Api::all(client), any())
-                .indexed_by(indexes.claims_by_cluster.clone()),
+            nodeclaims: Shared::new(Api::all(client), any()),
             indexes,
         }
     }
@@ -564,6 +565,12 @@ pub struct CacheReadiness {
 }
 
 impl CacheReadiness {
+    /// A readiness of the caches whose readiness `kinds` say.
+    #[cfg(test)]
+    pub(crate) fn of(kinds: Vec<watch::Receiver<bool>>) -> Self {
+        Self { kinds }
+    }
+
     /// Resolves once every cache holds its initial list (at once afterwards).
     ///
     /// A reconcile must not decide from a cache without its initial list: the

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use api::names::{entry_name, infra_name};
 use api::{ConditionStatus, Infra, NodeClaim, NodeClaimPhase, find_condition};
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
+use crate::cache::keep::Kept;
 use crate::nodeclaim::conditions::INFRA_COMPOSED;
 
 /// Why a node entry gets no ComputeContract.
@@ -52,7 +53,11 @@ pub struct ClaimsSeen {
 /// the entries of contracts that left `spec.contracts` and are not released
 /// yet: only for those is the whole cache scanned.
 #[must_use]
-pub fn observe(infra: &Infra, leaving: &BTreeSet<String>, claims: &Store<NodeClaim>) -> ClaimsSeen {
+pub fn observe(
+    infra: &Infra,
+    leaving: &BTreeSet<String>,
+    claims: &impl Kept<NodeClaim>,
+) -> ClaimsSeen {
     let unserved = unserved_nodes(infra, |namespace, name| {
         claims.get(&ObjectRef::new(name).within(namespace))
     });

@@ -45,7 +45,7 @@ use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent,
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use crate::cache::{CacheReadiness, CachedContract, Indexes, SharedCaches};
+use crate::cache::{CacheReadiness, CachedContract, Claims, Indexes, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
 use crate::{Error, Result};
 use decide::InfraPlan;
@@ -73,7 +73,7 @@ struct Reconciler {
     ctx: Arc<Context>,
     contracts: Store<CachedContract>,
     indexes: Indexes,
-    claims: Store<NodeClaim>,
+    claims: Claims,
     records: Store<AtprotoRecord>,
     /// The versions this controller's own writes replaced.
     own: OwnWrites,
@@ -126,7 +126,7 @@ pub fn controller(
         ctx,
         contracts: caches.contracts.store(),
         indexes: caches.indexes.clone(),
-        claims: caches.nodeclaims.store(),
+        claims: caches.nodeclaims.kept(),
         records: caches.atproto_records.store(),
         own: OwnWrites::default(),
         pace: crate::status_pace::StatusPace::default(),

@@ -59,8 +59,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
 use crate::cache::{
-    CacheReadiness, CachedContract, CachedJoinSecret, Indexes, JoinSecrets, Labelled, SharedCaches,
-    WatchedJoinSecret,
+    CacheReadiness, CachedContract, CachedJoinSecret, Claims, Indexes, JoinSecrets, Labelled,
+    SharedCaches, WatchedJoinSecret,
 };
 use crate::reconciler::{self, Identity, Shell};
 use compose::ClusterKey;
@@ -100,7 +100,7 @@ const METRICS_LABEL: &str = "nodeclaim";
 #[derive(Clone)]
 struct Stores {
     clusters: Store<Cluster>,
-    claims: Store<NodeClaim>,
+    claims: Claims,
     infras: Store<Infra>,
     contracts: Store<CachedContract>,
     secrets: JoinSecrets,
@@ -149,7 +149,7 @@ pub fn controller(
 ) -> impl Future<Output = ()> + Send + 'static {
     let stores = Stores {
         clusters: caches.clusters.store(),
-        claims: caches.nodeclaims.store(),
+        claims: caches.nodeclaims.kept(),
         infras: caches.infras.store(),
         contracts: caches.contracts.store(),
         secrets: caches.join_secrets.kept(),
@@ -278,13 +278,8 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     stores.wait_until_ready().await;
     // Read from the cache after readiness, like everything else this reconcile decides from.
     let cluster = stores.clusters.get(&cluster_ref(key));
-    // From the indexes, by name: no scan of every claim, contract and Secret.
-    let claims = by_name(
-        stores
-            .indexes
-            .claims_by_cluster
-            .objects(&(key.namespace.clone(), key.name.clone()), &stores.claims),
-    );
+    // From the indexes and keepers, by name: no scan of every claim, contract and Secret.
+    let claims = stores.claims.of_cluster(&key.namespace, &key.name);
     let infra_name = key.infra_name();
     let infra = stores
         .infras

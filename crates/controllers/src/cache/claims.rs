@@ -1,0 +1,202 @@
+//! [`Claims`]: the NodeClaims as the shared cache keeps them, grouped by the
+//! Cluster each names (its namespace and `spec.clusterName`).
+//!
+//! A reconcile reads the claims of one Cluster ([`Claims::of_cluster`]), so
+//! they are kept by that group: this is both the store and the index. A
+//! kube-runtime store beside an `Index` kept each claim under an `ObjectRef`
+//! key (four strings), its index key, a group entry and a reverse entry:
+//! about 450 bytes a claim before the claim itself; here its name once, a
+//! slot and a set entry, about 90 (plan 0017 P4). No `Controller` has claims
+//! as its primary kind: the orphans controller keeps a store of its own of
+//! the few claims whose Cluster is missing (`nodeclaim::orphans`).
+//!
+//! # Guarantees
+//! - It takes watch events as a kube-runtime store does: an object applied
+//!   replaces the one of its namespace and name, a re-list is read in full
+//!   and replaces everything only when it is done (readers see the old state
+//!   until then). A claim is kept whole, as decoded.
+//! - Clones share what is kept; a reader never sees half of one event.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use api::NodeClaim;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use super::keep::{Keep, Kept};
+
+/// The NodeClaims the shared cache keeps. Clones share them.
+#[derive(Default)]
+pub struct Claims {
+    kept: Arc<RwLock<Namespaces>>,
+    /// A re-list under way: what replaces `kept` when it is done (the
+    /// reflector's handle only; as kube-runtime's writer, it takes what
+    /// comes between `Init` and `InitDone`).
+    relisting: Namespaces,
+}
+
+/// The claims by namespace.
+#[derive(Default)]
+struct Namespaces(HashMap<Arc<str>, Namespace>);
+
+/// The claims of one namespace: by name, and the names by Cluster.
+#[derive(Default)]
+struct Namespace {
+    by_name: HashMap<Arc<str>, Arc<NodeClaim>>,
+    /// Each Cluster name's claims, sharing the names of `by_name`.
+    by_cluster: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+}
+
+impl Namespace {
+    fn insert(&mut self, claim: NodeClaim) {
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        // The name and the group keep the allocations they already have.
+        let name: Arc<str> = match self.by_name.get_key_value(name) {
+            Some((kept, _)) => kept.clone(),
+            None => Arc::from(name),
+        };
+        self.remove(&name);
+        let cluster = claim.spec.cluster_name.as_str();
+        let cluster: Arc<str> = match self.by_cluster.get_key_value(cluster) {
+            Some((kept, _)) => kept.clone(),
+            None => Arc::from(cluster),
+        };
+        self.by_cluster
+            .entry(cluster)
+            .or_default()
+            .insert(name.clone());
+        self.by_name.insert(name, Arc::new(claim));
+    }
+
+    fn remove(&mut self, name: &str) {
+        let Some(claim) = self.by_name.remove(name) else {
+            return;
+        };
+        let cluster = claim.spec.cluster_name.as_str();
+        if let Some(group) = self.by_cluster.get_mut(cluster) {
+            group.remove(name);
+            if group.is_empty() {
+                self.by_cluster.remove(cluster);
+            }
+        }
+    }
+}
+
+impl Namespaces {
+    fn insert(&mut self, claim: NodeClaim) {
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+        match self.0.get_mut(namespace) {
+            Some(kept) => kept.insert(claim),
+            None => {
+                let namespace = Arc::from(namespace);
+                self.0.entry(namespace).or_default().insert(claim);
+            }
+        }
+    }
+
+    fn remove(&mut self, namespace: &str, name: &str) {
+        if let Some(kept) = self.0.get_mut(namespace) {
+            kept.remove(name);
+            if kept.by_name.is_empty() {
+                self.0.remove(namespace);
+            }
+        }
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<NodeClaim>> {
+        self.0.get(namespace)?.by_name.get(name)
+    }
+}
+
+impl Clone for Claims {
+    /// Another handle on the same claims (a re-list under way stays with the reflector's).
+    fn clone(&self) -> Self {
+        Self {
+            kept: self.kept.clone(),
+            relisting: Namespaces::default(),
+        }
+    }
+}
+
+impl Claims {
+    fn read(&self) -> RwLockReadGuard<'_, Namespaces> {
+        // Every change completes or does nothing: a panic cannot leave half of one.
+        self.kept.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Namespaces> {
+        self.kept.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The claims of namespace `namespace` whose `spec.clusterName` is
+    /// `cluster`, in name order.
+    #[must_use]
+    pub fn of_cluster(&self, namespace: &str, cluster: &str) -> Vec<Arc<NodeClaim>> {
+        let kept = self.read();
+        let Some(namespace) = kept.0.get(namespace) else {
+            return Vec::new();
+        };
+        namespace
+            .by_cluster
+            .get(cluster)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| namespace.by_name.get(name).cloned())
+            .collect()
+    }
+
+    /// Every (namespace, Cluster name) some claim names.
+    #[must_use]
+    pub fn cluster_keys(&self) -> Vec<(String, String)> {
+        self.read()
+            .0
+            .iter()
+            .flat_map(|(namespace, kept)| {
+                kept.by_cluster
+                    .keys()
+                    .map(|cluster| (namespace.to_string(), cluster.to_string()))
+            })
+            .collect()
+    }
+}
+
+impl Kept<NodeClaim> for Claims {
+    fn get(&self, key: &ObjectRef<NodeClaim>) -> Option<Arc<NodeClaim>> {
+        self.read()
+            .get(key.namespace.as_deref().unwrap_or_default(), &key.name)
+            .cloned()
+    }
+
+    fn state(&self) -> Vec<Arc<NodeClaim>> {
+        self.read()
+            .0
+            .values()
+            .flat_map(|kept| kept.by_name.values().cloned())
+            .collect()
+    }
+}
+
+impl Keep<NodeClaim> for Claims {
+    type Reader = Self;
+
+    fn reader(&self) -> Self {
+        self.clone()
+    }
+
+    fn apply(&mut self, event: &watcher::Event<NodeClaim>) {
+        match event {
+            watcher::Event::Apply(claim) => self.write().insert(claim.clone()),
+            watcher::Event::Delete(claim) => self.write().remove(
+                claim.metadata.namespace.as_deref().unwrap_or_default(),
+                claim.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            watcher::Event::Init => self.relisting = Namespaces::default(),
+            watcher::Event::InitApply(claim) => self.relisting.insert(claim.clone()),
+            watcher::Event::InitDone => *self.write() = std::mem::take(&mut self.relisting),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! The keeper holds what a kube-runtime store would, grouped by Cluster.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use api::{Location, NodeClaimSpec, Resources};
+use kube::api::ObjectMeta;
+use proptest::prelude::*;
+
+use super::*;
+use crate::cache::keep::KubeStore;
+
+/// A claim `name` of namespace `ns` for Cluster `cluster`, at version `version`.
+fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> NodeClaim {
+    NodeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(ns.to_owned()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some(version.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: NodeClaimSpec {
+            cluster_name: cluster.to_owned(),
+            resources: Resources {
+                cpus: 2,
+                memory: 4096,
+                disk: 40,
+                network: 1000,
+            },
+            location: Location {
+                country: "DE".to_owned(),
+                region: None,
+            },
+            owner_did: None,
+            adopt: None,
+            join_grace_seconds: 900,
+            loss_grace_seconds: 300,
+        },
+        status: None,
+    }
+}
+
+fn names(claims: &[Arc<NodeClaim>]) -> Vec<&str> {
+    claims
+        .iter()
+        .map(|c| c.metadata.name.as_deref().unwrap())
+        .collect()
+}
+
+#[test]
+fn claims_are_read_by_cluster_in_name_order_and_by_namespace() {
+    let mut keep = Claims::default();
+    let reader = keep.reader();
+    for (ns, name, cluster) in [
+        ("a", "w2", "c1"),
+        ("a", "w1", "c1"),
+        ("a", "w3", "c2"),
+        ("b", "w1", "c1"),
+    ] {
+        keep.apply(&watcher::Event::Apply(claim(ns, name, cluster, 1)));
+    }
+    assert_eq!(names(&reader.of_cluster("a", "c1")), ["w1", "w2"]);
+    assert_eq!(names(&reader.of_cluster("a", "c2")), ["w3"]);
+    assert_eq!(
+        names(&reader.of_cluster("b", "c1")),
+        ["w1"],
+        "a Cluster's name is only a key within its namespace"
+    );
+    assert!(reader.of_cluster("c", "c1").is_empty());
+    let mut keys = reader.cluster_keys();
+    keys.sort();
+    let key = |ns: &str, c: &str| (ns.to_owned(), c.to_owned());
+    assert_eq!(keys, [key("a", "c1"), key("a", "c2"), key("b", "c1")]);
+
+    // A claim applied again replaces its version, in its group.
+    keep.apply(&watcher::Event::Apply(claim("a", "w1", "c1", 2)));
+    let w1 = reader.get(&ObjectRef::new("w1").within("a")).unwrap();
+    assert_eq!(w1.metadata.resource_version.as_deref(), Some("2"));
+    assert_eq!(names(&reader.of_cluster("a", "c1")), ["w1", "w2"]);
+
+    keep.apply(&watcher::Event::Delete(claim("a", "w3", "c2", 1)));
+    assert!(reader.of_cluster("a", "c2").is_empty());
+    assert_eq!(reader.cluster_keys().len(), 2, "an emptied group is gone");
+    keep.apply(&watcher::Event::Delete(claim("b", "w1", "c1", 1)));
+    assert_eq!(reader.state().len(), 2);
+    assert!(reader.get(&ObjectRef::new("w1").within("b")).is_none());
+}
+
+#[test]
+fn a_relist_replaces_everything_only_when_it_is_done() {
+    let mut keep = Claims::default();
+    let reader = keep.reader();
+    keep.apply(&watcher::Event::Apply(claim("a", "old", "c1", 1)));
+    keep.apply(&watcher::Event::Init);
+    keep.apply(&watcher::Event::InitApply(claim("a", "new", "c1", 1)));
+    assert_eq!(
+        names(&reader.of_cluster("a", "c1")),
+        ["old"],
+        "the list under way is not read yet"
+    );
+    keep.apply(&watcher::Event::InitDone);
+    assert_eq!(names(&reader.of_cluster("a", "c1")), ["new"]);
+}
+
+#[test]
+fn the_subscribers_get_the_kept_copy() {
+    let mut keep = Claims::default();
+    let applied = claim("a", "w1", "c1", 1);
+    keep.apply(&watcher::Event::Apply(applied.clone()));
+    let told = keep.for_subscribers(applied);
+    let kept = keep.get(&ObjectRef::new("w1").within("a")).unwrap();
+    assert!(Arc::ptr_eq(&told, &kept), "no second copy in the fan-out");
+}
+
+/// One watch event over a few namespaces, names, Clusters and versions.
+#[derive(Clone, Debug)]
+enum Step {
+    Apply(Object),
+    Delete(Object),
+    Relist(Vec<Object>),
+}
+
+/// (namespace, name, Cluster, version), each a small index.
+type Object = (usize, usize, usize, usize);
+
+fn object() -> impl Strategy<Value = Object> {
+    (0..2usize, 0..4usize, 0..2usize, 0..3usize)
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => object().prop_map(Step::Apply),
+        2 => object().prop_map(Step::Delete),
+        1 => proptest::collection::vec(object(), 0..5).prop_map(Step::Relist),
+    ]
+}
+
+fn built((ns, name, cluster, version): Object) -> NodeClaim {
+    claim(
+        &format!("ns{ns}"),
+        &format!("w{name}"),
+        &format!("c{cluster}"),
+        version,
+    )
+}
+
+proptest! {
+    /// Whatever the events, the keeper holds what kube-runtime's store holds,
+    /// and each Cluster's group is that store's claims of its namespace and
+    /// Cluster name, by name.
+    #[test]
+    fn it_holds_what_a_kube_runtime_store_holds(steps in proptest::collection::vec(step(), 0..24)) {
+        let mut kube = KubeStore::<NodeClaim>::default();
+        let mut keep = Claims::default();
+        for step in steps {
+            let events = match step {
+                Step::Apply(o) => vec![watcher::Event::Apply(built(o))],
+                Step::Delete(o) => vec![watcher::Event::Delete(built(o))],
+                Step::Relist(objects) => std::iter::once(watcher::Event::Init)
+                    .chain(objects.into_iter().map(|o| watcher::Event::InitApply(built(o))))
+                    .chain(std::iter::once(watcher::Event::InitDone))
+                    .collect(),
+            };
+            for event in &events {
+                kube.apply(event);
+                keep.apply(event);
+            }
+            let as_set = |objects: Vec<Arc<NodeClaim>>| -> BTreeSet<String> {
+                objects.iter().map(|o| format!("{o:?}")).collect()
+            };
+            prop_assert_eq!(as_set(keep.state()), as_set(kube.state()));
+            for ns in ["ns0", "ns1"] {
+                for cluster in ["c0", "c1"] {
+                    let mut expected: Vec<String> = kube
+                        .state()
+                        .iter()
+                        .filter(|c| c.metadata.namespace.as_deref() == Some(ns) && c.spec.cluster_name == cluster)
+                        .map(|c| c.metadata.name.clone().unwrap())
+                        .collect();
+                    expected.sort();
+                    let kept = keep.of_cluster(ns, cluster);
+                    prop_assert_eq!(names(&kept), expected);
+                }
+            }
+            let mut expected_keys: Vec<(String, String)> = kube
+                .state()
+                .iter()
+                .map(|c| (c.metadata.namespace.clone().unwrap(), c.spec.cluster_name.clone()))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            expected_keys.sort();
+            let mut keys = keep.cluster_keys();
+            keys.sort();
+            prop_assert_eq!(keys, expected_keys);
+        }
+    }
+}
