@@ -21,15 +21,18 @@ use kube::runtime::reflector::{ObjectRef, Store};
 /// The objects of one kind grouped by a key of each (an object in at most
 /// one group): a namespace, a phase, an owner.
 ///
-/// # Why the keys are strings
+/// # Why the keys are strings, shared, and nothing maps back
 ///
-/// An index holds every object of its kind twice (in its group and in the
-/// reverse map that moves it): as `ObjectRef`s (four strings, 96 bytes before
-/// their text) with a copy of the group beside each, that was about 550 bytes
-/// per object and 2.4 KiB per node over the four indexes (heaptrack, plan
-/// 0016 C2). Here an object's key is one shared `namespace/name` string and
-/// each group one shared allocation, so an object costs its name once and a
-/// few pointers.
+/// An index holds every object of its kind in its group. As `ObjectRef`s
+/// (four strings, 96 bytes before their text) with a copy of the group
+/// beside each, that was about 550 bytes per object and 2.4 KiB per node
+/// over the four indexes (heaptrack, plan 0016 C2). Here an object's key is
+/// one `namespace/name` string, made once per event by the reflector and
+/// shared by every index of its kind, and an object moves out of its old
+/// group by the version its store held before the event (which the
+/// reflector hands over), so no map from each object back to its group is
+/// kept: a contract costs its name once and a set slot per index (plan
+/// 0017 P4).
 pub struct Index<K, G>
 where
     K: Resource<DynamicType = ()>,
@@ -41,12 +44,10 @@ where
 
 /// An object's key: `namespace/name`, or `name` for a cluster-scoped object
 /// (a Kubernetes name never holds a `/`).
-type Key = Arc<str>;
+pub(crate) type Key = Arc<str>;
 
 struct Groups<G> {
-    members: HashMap<Arc<G>, HashSet<Key>>,
-    /// Each object's group, to move it when its key changes.
-    group_of: HashMap<Key, Arc<G>>,
+    members: HashMap<G, HashSet<Key>>,
 }
 
 fn key_of(name: &str, namespace: Option<&str>) -> Key {
@@ -56,7 +57,8 @@ fn key_of(name: &str, namespace: Option<&str>) -> Key {
     }
 }
 
-fn object_key<K: Resource<DynamicType = ()>>(object: &K) -> Key {
+/// The key of `object` in every index of its kind.
+pub(crate) fn object_key<K: Resource<DynamicType = ()>>(object: &K) -> Key {
     let meta = object.meta();
     key_of(
         meta.name.as_deref().unwrap_or_default(),
@@ -89,7 +91,6 @@ where
             key,
             groups: Mutex::new(Groups {
                 members: HashMap::new(),
-                group_of: HashMap::new(),
             }),
             kind: PhantomData,
         }
@@ -110,9 +111,9 @@ where
     #[must_use]
     pub fn contains(&self, group: &G, object: &ObjectRef<K>) -> bool {
         self.lock()
-            .group_of
-            .get(&ref_key(object))
-            .is_some_and(|g| **g == *group)
+            .members
+            .get(group)
+            .is_some_and(|members| members.contains(&*ref_key(object)))
     }
 
     /// The objects of `group`, as keys.
@@ -137,6 +138,16 @@ where
             .collect()
     }
 
+    /// The keys of `group`'s objects, as this index holds them.
+    #[cfg(test)]
+    pub(crate) fn keys(&self, group: &G) -> Vec<Key> {
+        self.lock()
+            .members
+            .get(group)
+            .map(|members| members.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Counts of every group, for gauges.
     #[must_use]
     pub fn counts(&self) -> Vec<(G, usize)>
@@ -146,52 +157,47 @@ where
         self.lock()
             .members
             .iter()
-            .map(|(group, members)| (G::clone(group), members.len()))
+            .map(|(group, members)| (group.clone(), members.len()))
             .collect()
     }
 }
 
-/// What the reflector does with an index of its kind.
+/// What the reflector does with an index of its kind. It hands over each
+/// object's key (one allocation for every index) and, for a change, the
+/// version its store held before.
 pub(crate) trait Indexer<K>: Send + Sync {
-    /// `object` was created or changed.
-    fn applied(&self, object: &K);
-    /// `object` was deleted.
-    fn deleted(&self, object: &K);
-    /// The store was listed again: these are all its objects now.
-    fn relisted(&self, objects: &[Arc<K>]);
+    /// `object`, keyed `key`, was created or changed; its store held `previous` before.
+    fn applied(&self, key: &Key, previous: Option<&K>, object: &K);
+    /// `previous`, keyed `key`, the version its store held, was deleted.
+    fn deleted(&self, key: &Key, previous: &K);
+    /// The store was listed again: these are all its objects now, each with its key.
+    fn relisted(&self, objects: &[(Key, Arc<K>)]);
 }
 
 impl<G: Eq + Hash> Groups<G> {
-    fn remove(&mut self, key: &str) {
-        if let Some(group) = self.group_of.remove(key)
-            && let Some(members) = self.members.get_mut(&group)
-        {
-            members.remove(key);
-            if members.is_empty() {
-                self.members.remove(&group);
-            }
-        }
-    }
-
-    fn insert(&mut self, key: Key, group: Option<G>) {
-        if let Some(group) = &group
-            && self.group_of.get(&key).is_some_and(|g| **g == *group)
-        {
+    /// Moves `key` from group `from` to group `to` (`None`: in no group).
+    fn moved(&mut self, key: &Key, from: Option<G>, to: Option<G>) {
+        if from == to {
             // Most changes (a status write) keep the group: nothing to move.
             return;
         }
-        self.remove(&key);
-        let Some(group) = group else { return };
-        // The group's one allocation, shared by every member's reverse entry.
-        let shared = match self.members.get_key_value(&group) {
-            Some((shared, _)) => shared.clone(),
-            None => Arc::new(group),
-        };
-        self.members
-            .entry(shared.clone())
-            .or_default()
-            .insert(key.clone());
-        self.group_of.insert(key, shared);
+        // The allocation this index already holds for the object, if any.
+        let held = from.and_then(|from| self.take(&from, key));
+        if let Some(to) = to {
+            self.members
+                .entry(to)
+                .or_default()
+                .insert(held.unwrap_or_else(|| key.clone()));
+        }
+    }
+
+    fn take(&mut self, group: &G, key: &str) -> Option<Key> {
+        let members = self.members.get_mut(group)?;
+        let held = members.take(key);
+        if members.is_empty() {
+            self.members.remove(group);
+        }
+        held
     }
 }
 
@@ -200,22 +206,23 @@ where
     K: Resource<DynamicType = ()> + Send + Sync,
     G: Eq + Hash + Send + Sync,
 {
-    fn applied(&self, object: &K) {
-        let group = (self.key)(object);
-        self.lock().insert(object_key(object), group);
+    fn applied(&self, key: &Key, previous: Option<&K>, object: &K) {
+        let from = previous.and_then(self.key);
+        let to = (self.key)(object);
+        self.lock().moved(key, from, to);
     }
 
-    fn deleted(&self, object: &K) {
-        self.lock().remove(&object_key(object));
+    fn deleted(&self, key: &Key, previous: &K) {
+        let from = (self.key)(previous);
+        self.lock().moved(key, from, None);
     }
 
-    fn relisted(&self, objects: &[Arc<K>]) {
+    fn relisted(&self, objects: &[(Key, Arc<K>)]) {
         let mut groups = self.lock();
         groups.members.clear();
-        groups.group_of.clear();
-        for object in objects {
+        for (key, object) in objects {
             let group = (self.key)(object);
-            groups.insert(object_key(object.as_ref()), group);
+            groups.moved(key, None, group);
         }
     }
 }
@@ -243,19 +250,53 @@ mod tests {
         object.metadata.labels.as_ref()?.get("color").cloned()
     }
 
+    /// A store of one kind beside `index`, fed as the reflector feeds both.
+    struct Fed<'a, K: Resource<DynamicType = ()> + Clone, G> {
+        index: &'a Index<K, G>,
+        held: HashMap<Key, K>,
+    }
+
+    impl<'a, K, G> Fed<'a, K, G>
+    where
+        K: Resource<DynamicType = ()> + Clone + Send + Sync,
+        G: Eq + Hash + Send + Sync,
+    {
+        fn new(index: &'a Index<K, G>) -> Self {
+            Self {
+                index,
+                held: HashMap::new(),
+            }
+        }
+
+        fn apply(&mut self, object: K) {
+            let key = object_key(&object);
+            self.index.applied(&key, self.held.get(&key), &object);
+            self.held.insert(key, object);
+        }
+
+        fn delete(&mut self, object: &K) {
+            let key = object_key(object);
+            if let Some(previous) = self.held.remove(&key) {
+                self.index.deleted(&key, &previous);
+            }
+        }
+    }
+
     #[test]
     fn objects_move_between_groups_as_they_change_and_leave_when_deleted() {
         let index = Index::new(color);
+        let mut fed = Fed::new(&index);
         let red = "red".to_owned();
-        index.applied(&map("a", Some("red")));
-        index.applied(&map("b", Some("red")));
-        index.applied(&map("c", None));
+        fed.apply(map("a", Some("red")));
+        fed.apply(map("b", Some("red")));
+        fed.apply(map("c", None));
         assert_eq!(index.len(&red), 2);
-        index.applied(&map("a", Some("blue")));
+        fed.apply(map("a", Some("blue")));
         assert_eq!(index.len(&red), 1);
         assert!(index.contains(&"blue".to_owned(), &ObjectRef::new("a").within("ns")));
-        index.applied(&map("b", None));
-        index.deleted(&map("a", Some("blue")));
+        assert!(!index.contains(&red, &ObjectRef::new("a").within("ns")));
+        fed.apply(map("b", None));
+        fed.delete(&map("a", Some("red")));
         assert_eq!(index.counts(), Vec::new(), "empty groups are dropped");
     }
 
@@ -269,10 +310,10 @@ mod tests {
             },
             ..Namespace::default()
         };
-        index.applied(&cluster_scoped);
+        Fed::new(&index).apply(cluster_scoped);
         assert_eq!(index.refs(&()), [ObjectRef::new("tenant")]);
         let namespaced = Index::new(color);
-        namespaced.applied(&map("a", Some("red")));
+        Fed::new(&namespaced).apply(map("a", Some("red")));
         assert_eq!(
             namespaced.refs(&"red".to_owned()),
             [ObjectRef::new("a").within("ns")]
@@ -283,10 +324,11 @@ mod tests {
     #[test]
     fn a_relist_replaces_everything() {
         let index = Index::new(color);
-        index.applied(&map("gone", Some("red")));
+        Fed::new(&index).apply(map("gone", Some("red")));
+        let keyed = |object: ConfigMap| (object_key(&object), Arc::new(object));
         index.relisted(&[
-            Arc::new(map("kept", Some("red"))),
-            Arc::new(map("new", Some("blue"))),
+            keyed(map("kept", Some("red"))),
+            keyed(map("new", Some("blue"))),
         ]);
         let mut refs = index.refs(&"red".to_owned());
         refs.extend(index.refs(&"blue".to_owned()));

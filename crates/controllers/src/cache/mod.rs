@@ -243,8 +243,7 @@ where
                 if matches!(event, watcher::Event::Init) {
                     before_relist = keep.state();
                 }
-                keep.apply(&event);
-                update(&indexes, &event, &keep);
+                take_event(&mut keep, &indexes, &event);
                 if matches!(event, watcher::Event::InitDone) {
                     ready.send_replace(true);
                 }
@@ -257,17 +256,46 @@ where
     }
 }
 
-/// Gives `indexes` the event their store just took.
-fn update<K>(indexes: &[Arc<dyn Indexer<K>>], event: &watcher::Event<K>, store: &impl Kept<K>)
+/// Applies `event` to `keep`, then to `indexes`, handing them the version
+/// of the object `keep` held before (by which an index moves it out of its
+/// old group) and its key, made once for them all.
+fn take_event<K, S>(keep: &mut S, indexes: &[Arc<dyn Indexer<K>>], event: &watcher::Event<K>)
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
+    S: Keep<K>,
 {
+    let previous = match event {
+        watcher::Event::Apply(object) | watcher::Event::Delete(object) if !indexes.is_empty() => {
+            keep.get(&ObjectRef::from_obj(object))
+        }
+        _ => None,
+    };
+    keep.apply(event);
     match event {
-        watcher::Event::Apply(object) => indexes.iter().for_each(|i| i.applied(object)),
-        watcher::Event::Delete(object) => indexes.iter().for_each(|i| i.deleted(object)),
+        watcher::Event::Apply(object) => {
+            let key = index::object_key(object);
+            for index in indexes {
+                index.applied(&key, previous.as_deref(), object);
+            }
+        }
+        watcher::Event::Delete(object) => {
+            // An object its store did not hold is in no index either.
+            if let Some(previous) = &previous {
+                let key = index::object_key(object);
+                for index in indexes {
+                    index.deleted(&key, previous);
+                }
+            }
+        }
         watcher::Event::InitDone if !indexes.is_empty() => {
-            let objects = store.state();
-            indexes.iter().for_each(|i| i.relisted(&objects));
+            let objects: Vec<(index::Key, Arc<K>)> = keep
+                .state()
+                .into_iter()
+                .map(|object| (index::object_key(object.as_ref()), object))
+                .collect();
+            for index in indexes {
+                index.relisted(&objects);
+            }
         }
         watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => {}
     }

@@ -179,34 +179,141 @@ fn a_relist_tells_every_present_object_and_every_vanished_one() {
     assert!(before.is_empty());
 }
 
+/// Secret `name` labelled `color`.
+fn colored(name: &str, color: &str) -> Secret {
+    let mut secret = secret(name);
+    secret.metadata.labels = Some([("color".to_owned(), color.to_owned())].into());
+    secret
+}
+
 #[test]
 fn indexes_take_every_event_their_store_takes() {
-    let by_name_length: Arc<Index<Secret, usize>> = Arc::new(Index::new(|s: &Secret| {
-        s.metadata.name.as_ref().map(String::len)
+    let by_color: Arc<Index<Secret, String>> = Arc::new(Index::new(|s: &Secret| {
+        s.metadata.labels.as_ref()?.get("color").cloned()
     }));
-    let indexes: Vec<Arc<dyn Indexer<Secret>>> = vec![by_name_length.clone()];
-    let mut writer = Writer::default();
-    let store = writer.as_reader();
-    let mut take = |event: watcher::Event<Secret>| {
-        writer.apply_watcher_event(&event);
-        update(&indexes, &event, &store);
-    };
-    take(watcher::Event::Apply(secret("a")));
-    take(watcher::Event::Apply(secret("bb")));
-    take(watcher::Event::Apply(secret("cc")));
-    assert_eq!(by_name_length.len(&2), 2);
-    take(watcher::Event::Delete(secret("bb")));
-    assert_eq!(names(&by_name_length.objects(&2, &store)), ["cc"]);
-    // A re-list that no longer has "a" and brings "dd".
+    let indexes: Vec<Arc<dyn Indexer<Secret>>> = vec![by_color.clone()];
+    let mut keep = KubeStore::<Secret>::default();
+    let store = keep.reader();
+    let mut take = |event: watcher::Event<Secret>| take_event(&mut keep, &indexes, &event);
+    let group = |color: &str| names(&by_color.objects(&color.to_owned(), &store));
+    take(watcher::Event::Apply(colored("a", "red")));
+    take(watcher::Event::Apply(colored("b", "red")));
+    take(watcher::Event::Apply(colored("c", "blue")));
+    assert_eq!(group("red"), ["a", "b"]);
+    // A change that keeps the group, then one that moves the object: it
+    // leaves its old group by the version the store held.
+    take(watcher::Event::Apply(colored("a", "red")));
+    take(watcher::Event::Apply(colored("b", "blue")));
+    assert_eq!(group("red"), ["a"]);
+    assert_eq!(group("blue"), ["b", "c"]);
+    // A delete whose last state names another group still leaves the one it was in.
+    take(watcher::Event::Delete(colored("b", "red")));
+    assert_eq!(group("blue"), ["c"]);
+    assert_eq!(group("red"), ["a"]);
+    // A re-list that no longer has "a" and brings "d".
     take(watcher::Event::Init);
-    take(watcher::Event::InitApply(secret("cc")));
-    take(watcher::Event::InitApply(secret("dd")));
+    take(watcher::Event::InitApply(colored("c", "blue")));
+    take(watcher::Event::InitApply(colored("d", "red")));
     assert_eq!(
-        by_name_length.len(&1),
-        1,
+        group("red"),
+        ["a"],
         "the store still has a until the list is done"
     );
     take(watcher::Event::InitDone);
-    assert_eq!(by_name_length.len(&1), 0);
-    assert_eq!(names(&by_name_length.objects(&2, &store)), ["cc", "dd"]);
+    assert_eq!(group("red"), ["d"]);
+    assert_eq!(by_color.counts().len(), 2);
+}
+
+#[test]
+fn the_indexes_of_a_kind_share_each_objects_key() {
+    let by_color: Arc<Index<Secret, String>> = Arc::new(Index::new(|s: &Secret| {
+        s.metadata.labels.as_ref()?.get("color").cloned()
+    }));
+    let all: Arc<Index<Secret, ()>> = Arc::new(Index::new(|_: &Secret| Some(())));
+    let indexes: Vec<Arc<dyn Indexer<Secret>>> = vec![by_color.clone(), all.clone()];
+    let mut keep = KubeStore::<Secret>::default();
+    take_event(
+        &mut keep,
+        &indexes,
+        &watcher::Event::Apply(colored("a", "red")),
+    );
+    take_event(
+        &mut keep,
+        &indexes,
+        &watcher::Event::Apply(colored("a", "blue")),
+    );
+    let in_color = by_color.keys(&"blue".to_owned());
+    let in_all = all.keys(&());
+    assert!(
+        Arc::ptr_eq(&in_color[0], &in_all[0]),
+        "one allocation for the object's key, kept as it moves"
+    );
+}
+
+mod index_against_its_store {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One watch event over a few names and colors (`None`: unlabelled).
+    #[derive(Clone, Debug)]
+    enum Step {
+        Apply(usize, Option<usize>),
+        Delete(usize, Option<usize>),
+        Relist(Vec<(usize, Option<usize>)>),
+    }
+
+    fn object((name, color): (usize, Option<usize>)) -> Secret {
+        match color {
+            Some(color) => colored(&format!("s{name}"), &format!("c{color}")),
+            None => secret(&format!("s{name}")),
+        }
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let object = (0..4usize, proptest::option::of(0..3usize));
+        prop_oneof![
+            4 => object.clone().prop_map(|(n, c)| Step::Apply(n, c)),
+            2 => object.clone().prop_map(|(n, c)| Step::Delete(n, c)),
+            1 => proptest::collection::vec(object, 0..5).prop_map(Step::Relist),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the events, each group holds exactly the store's objects of that color.
+        #[test]
+        fn each_group_is_its_stores_objects_of_that_key(steps in proptest::collection::vec(step(), 0..24)) {
+            let by_color: Arc<Index<Secret, String>> = Arc::new(Index::new(|s: &Secret| {
+                s.metadata.labels.as_ref()?.get("color").cloned()
+            }));
+            let indexes: Vec<Arc<dyn Indexer<Secret>>> = vec![by_color.clone()];
+            let mut keep = KubeStore::<Secret>::default();
+            let store = keep.reader();
+            for step in steps {
+                let events = match step {
+                    Step::Apply(n, c) => vec![watcher::Event::Apply(object((n, c)))],
+                    Step::Delete(n, c) => vec![watcher::Event::Delete(object((n, c)))],
+                    Step::Relist(objects) => std::iter::once(watcher::Event::Init)
+                        .chain(objects.into_iter().map(|o| watcher::Event::InitApply(object(o))))
+                        .chain(std::iter::once(watcher::Event::InitDone))
+                        .collect(),
+                };
+                for event in &events {
+                    take_event(&mut keep, &indexes, event);
+                }
+                for color in ["c0", "c1", "c2"] {
+                    let expected: Vec<Arc<Secret>> = store
+                        .state()
+                        .into_iter()
+                        .filter(|s| {
+                            s.metadata.labels.as_ref().and_then(|l| l.get("color")).map(String::as_str)
+                                == Some(color)
+                        })
+                        .collect();
+                    let group = by_color.objects(&color.to_owned(), &store);
+                    prop_assert_eq!(names(&group), names(&expected));
+                    prop_assert_eq!(by_color.len(&color.to_owned()), expected.len());
+                }
+            }
+        }
+    }
 }
