@@ -62,6 +62,12 @@ impl StringMap {
         self.set(intern(&key), value)
     }
 
+    /// Removes `key`; returns its value, if it had one.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        let at = self.position(key).ok()?;
+        Some(self.0.remove(at).1)
+    }
+
     /// [`StringMap::insert`] with the key interned already.
     fn set(&mut self, key: Text, value: String) -> Option<String> {
         match self.position(&key) {

@@ -8,20 +8,30 @@
 //! annotations are: a `BTreeMap` takes a ~540-byte node however few entries
 //! it holds, and a contract has two labels and one annotation (its
 //! receipt), so as [`StringMap`]s beside the metadata they take about a
-//! tenth of that (`cache_weight`). The creation time, which nothing reads,
-//! is left out. Equal condition messages share one allocation.
+//! tenth of that (`cache_weight`). The receipt annotation, written before
+//! the status holds the receipt so that a restart cannot lose it, is then
+//! `status.receipt` as JSON: it is not kept twice but marked
+//! ([`CachedContract::receipt_annotated`]), about 170 bytes a contract. The
+//! creation time, which nothing reads, is left out. Equal condition
+//! messages share one allocation.
 //!
 //! # Guarantees
 //! - It decodes from a contract's JSON exactly when a [`ComputeContract`]
 //!   does, and is then [`CachedContract::from`] it.
 //! - Its JSON is that of the [`ComputeContract`] it converts back to
 //!   (labels and annotations in the metadata), so a write of it sends what
-//!   a write of the whole contract would, less the creation time.
+//!   a write of the whole contract would, less the creation time. A decoded
+//!   contract converts back to the contract it was decoded from, less the
+//!   creation time. (A copy whose `status.receipt` was changed converts back
+//!   with the receipt annotation of the new receipt; only a status write
+//!   sends such a copy, and the server takes only its status.)
 //! - `metadata.labels` and `metadata.annotations` are always `None`: the
-//!   labels are read through [`Labelled`] and the annotations through
+//!   labels are read through [`Labelled`], the receipt annotation through
+//!   [`CachedContract::annotated_receipt`], any other annotation through
 //!   [`CachedContract::annotation`].
 
-use api::{ComputeContract, ComputeContractSpec, ComputeContractStatus, StringMap};
+use api::names::RECEIPT_ANNOTATION;
+use api::{ComputeContract, ComputeContractSpec, ComputeContractStatus, Receipt, StringMap};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::object::HasStatus;
 use serde::{Serialize, Serializer};
@@ -36,8 +46,12 @@ pub struct CachedContract {
     pub metadata: ObjectMeta,
     /// Its labels.
     pub labels: StringMap,
-    /// Its annotations.
+    /// Its annotations, less the receipt annotation when
+    /// [`Self::receipt_annotated`].
     pub annotations: StringMap,
+    /// Whether its receipt annotation, left out of `annotations`, is
+    /// `status.receipt` as JSON (as the Requester writes it).
+    pub receipt_annotated: bool,
     /// Its spec, as written.
     pub spec: ComputeContractSpec,
     /// Its status, as written.
@@ -45,11 +59,29 @@ pub struct CachedContract {
 }
 
 impl CachedContract {
-    /// The value of its annotation `key`.
+    /// The value of its annotation `key`; not the receipt annotation (see
+    /// [`Self::annotated_receipt`]).
     #[must_use]
     pub fn annotation(&self, key: &str) -> Option<&str> {
+        debug_assert_ne!(key, RECEIPT_ANNOTATION, "read by annotated_receipt");
         self.annotations.get(key)
     }
+
+    /// The receipt its receipt annotation records, if it has one that parses.
+    #[must_use]
+    pub fn annotated_receipt(&self) -> Option<Receipt> {
+        if self.receipt_annotated {
+            return self.status.as_ref().and_then(|s| s.receipt.clone());
+        }
+        self.annotations
+            .get(RECEIPT_ANNOTATION)
+            .and_then(|json| serde_json::from_str(json).ok())
+    }
+}
+
+/// The receipt annotation's value for `receipt`: its JSON, as the Requester writes it.
+fn receipt_json(receipt: &Receipt) -> Option<String> {
+    serde_json::to_string(receipt).ok()
 }
 
 impl From<ComputeContract> for CachedContract {
@@ -68,12 +100,22 @@ impl From<ComputeContract> for CachedContract {
         let KeptMetadata {
             metadata,
             labels,
-            annotations,
+            mut annotations,
         } = metadata.into();
+        let as_status = status
+            .as_ref()
+            .and_then(|s| s.receipt.as_ref())
+            .and_then(receipt_json);
+        let receipt_annotated =
+            as_status.is_some() && annotations.get(RECEIPT_ANNOTATION) == as_status.as_deref();
+        if receipt_annotated {
+            annotations.remove(RECEIPT_ANNOTATION);
+        }
         Self {
             metadata,
             labels,
             annotations,
+            receipt_annotated,
             spec,
             status,
         }
@@ -85,10 +127,19 @@ impl From<CachedContract> for ComputeContract {
         let CachedContract {
             mut metadata,
             labels,
-            annotations,
+            mut annotations,
+            receipt_annotated,
             spec,
             status,
         } = cached;
+        if receipt_annotated
+            && let Some(json) = status
+                .as_ref()
+                .and_then(|s| s.receipt.as_ref())
+                .and_then(receipt_json)
+        {
+            annotations.insert(RECEIPT_ANNOTATION.to_owned(), json);
+        }
         metadata.labels = (!labels.is_empty()).then(|| labels.into());
         metadata.annotations = (!annotations.is_empty()).then(|| annotations.into());
         Self {

@@ -12,8 +12,8 @@ use market::{Bid, GuestInfo, GuestStatus, RfpId};
 use proptest::prelude::*;
 
 use super::decide::{
-    Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Operation,
-    annotated_receipt, decide, known_receipt,
+    Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Operation, decide,
+    known_receipt,
 };
 use super::test_fixtures::*;
 
@@ -261,7 +261,7 @@ impl World {
             // written cannot know the guest: that gap is inherent (documented
             // in docs/contract-lifecycle.md), so it is not modelled.
             Event::LoseStatus => {
-                if self.model.accepted.is_none() || annotated_receipt(&self.stored).is_some() {
+                if self.model.accepted.is_none() || self.stored.annotated_receipt().is_some() {
                     self.stored.status = None;
                 }
             }

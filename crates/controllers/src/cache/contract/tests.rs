@@ -44,9 +44,10 @@ fn labels_and_annotations_are_kept_beside_the_metadata() {
     let contract = cached(contract_json());
     assert_eq!(contract.label(CONTRACT_LABEL), Some("node-1"));
     assert_eq!(contract.label(INFRA_NAME_LABEL), Some("nodes-a"));
-    assert_eq!(
-        contract.annotation(RECEIPT_ANNOTATION),
-        Some("{\"uri\":\"local://guests/g-1\",\"cid\":\"sha256:00\"}")
+    assert_eq!(contract.annotated_receipt(), Some(receipt("g-1")));
+    assert!(
+        !contract.receipt_annotated,
+        "the status holds no receipt: the annotation is kept as written"
     );
     assert_eq!(contract.metadata.labels, None);
     assert_eq!(contract.metadata.annotations, None);
@@ -84,6 +85,68 @@ fn it_writes_back_as_the_contract_it_came_from() {
     );
     // Cached again from its own JSON (a write's answer), it is the same.
     assert_eq!(cached(serde_json::to_value(&contract).unwrap()), contract);
+}
+
+fn receipt(guest: &str) -> Receipt {
+    Receipt {
+        uri: format!("local://guests/{guest}"),
+        cid: "sha256:00".to_owned(),
+    }
+}
+
+/// The contract with `status.receipt` of guest `guest`.
+fn with_status_receipt(guest: &str) -> Value {
+    let mut value = contract_json();
+    value["status"]["receipt"] = serde_json::to_value(receipt(guest)).unwrap();
+    value
+}
+
+#[test]
+fn a_receipt_annotation_that_is_the_status_receipt_is_not_kept_twice() {
+    let value = with_status_receipt("g-1");
+    let contract = cached(value.clone());
+    assert!(contract.receipt_annotated);
+    assert!(contract.annotations.is_empty(), "its text is not kept");
+    assert_eq!(contract.annotated_receipt(), Some(receipt("g-1")));
+    // It writes back as it came, the annotation's text included.
+    let mut expected = value;
+    expected["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("creationTimestamp");
+    let whole: ComputeContract = serde_json::from_value(expected).unwrap();
+    assert_eq!(
+        serde_json::to_value(&contract).unwrap(),
+        serde_json::to_value(&whole).unwrap()
+    );
+    assert_eq!(cached(serde_json::to_value(&contract).unwrap()), contract);
+}
+
+#[test]
+fn a_receipt_annotation_that_differs_from_the_status_is_kept_as_written() {
+    // Another receipt, and the same one written by someone else's hand.
+    for annotation in [
+        "{\"uri\":\"local://guests/g-1\",\"cid\":\"sha256:00\"}",
+        "{\"cid\":\"sha256:00\",\"uri\":\"local://guests/g-2\"}",
+    ] {
+        let mut value = with_status_receipt("g-2");
+        value["metadata"]["annotations"][RECEIPT_ANNOTATION] = annotation.into();
+        let contract = cached(value);
+        assert!(!contract.receipt_annotated, "{annotation}");
+        let written = serde_json::to_value(&contract).unwrap();
+        assert_eq!(
+            written["metadata"]["annotations"][RECEIPT_ANNOTATION],
+            annotation
+        );
+    }
+    let mut value = with_status_receipt("g-2");
+    value["metadata"]["annotations"][RECEIPT_ANNOTATION] =
+        "{\"uri\":\"local://guests/g-1\",\"cid\":\"sha256:00\"}".into();
+    assert_eq!(
+        cached(value).annotated_receipt(),
+        Some(receipt("g-1")),
+        "the annotation's receipt, not the status's"
+    );
 }
 
 #[test]

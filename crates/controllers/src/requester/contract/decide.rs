@@ -83,14 +83,6 @@ pub struct Inputs<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The receipt recorded in the receipt annotation, if it parses.
-#[must_use]
-pub fn annotated_receipt(contract: &CachedContract) -> Option<Receipt> {
-    contract
-        .annotation(names::RECEIPT_ANNOTATION)
-        .and_then(|json| serde_json::from_str(json).ok())
-}
-
 /// The contract's receipt: from status, or from the annotation when status lost it.
 #[must_use]
 pub fn known_receipt(contract: &CachedContract) -> Option<Receipt> {
@@ -98,7 +90,7 @@ pub fn known_receipt(contract: &CachedContract) -> Option<Receipt> {
         .status
         .as_ref()
         .and_then(|s| s.receipt.clone())
-        .or_else(|| annotated_receipt(contract))
+        .or_else(|| contract.annotated_receipt())
 }
 
 /// Decides the next step of a contract. See the [module docs](self).
@@ -463,7 +455,7 @@ impl<'a> Draft<'a> {
         let record_receipt = self
             .receipt
             .clone()
-            .filter(|r| annotated_receipt(self.inputs.contract).as_ref() != Some(r));
+            .filter(|r| self.inputs.contract.annotated_receipt().as_ref() != Some(r));
         let (command, requeue) = match next {
             Next::Call(command) => (Some(command), None),
             Next::Wait(requeue) => (None, requeue),
