@@ -2,10 +2,11 @@
 //! decoded from its watch event as the cache decodes it (`cache::decode`:
 //! managedFields and kubectl's annotation left out; a contract kept as a
 //! `CachedContract`, its labels and annotations beside its metadata), then
-//! cloned into an `Arc` as kube-runtime's store Writer keeps it; a join
-//! Secret as the cache's own keeper holds it (`JoinSecrets`: a
-//! `CachedJoinSecret`, its labels, token and digest without its metadata,
-//! and the keeper's maps, ten Secrets an Infra). Counted by
+//! cloned into an `Arc` as kube-runtime's store Writer keeps it; a claim
+//! and a join Secret as the cache's own keepers hold them, the keepers'
+//! maps included (`Claims`: the claim whole, by name and by Cluster, ten
+//! claims a Cluster; `JoinSecrets`: a `CachedJoinSecret`, its labels,
+//! token and digest without its metadata, ten Secrets an Infra). Counted by
 //! dhat's allocator, the bytes asked for (not an allocator's rounding, nor
 //! its pages): the figure a cut of the cached form moves, before the RSS of
 //! `bench-scale --external` shows it through its noise (plans 0016 C2 and
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use api::{Infra, NodeClaim};
 use controllers::cache::decode::Decoded;
 use controllers::cache::keep::Keep as _;
-use controllers::cache::{CachedContract, JoinSecrets, WatchedJoinSecret};
+use controllers::cache::{CachedContract, Claims, JoinSecrets, WatchedJoinSecret};
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
@@ -84,11 +85,33 @@ fn kept_secret_weight(json: &str) -> usize {
     weight / COPIES
 }
 
+/// The bytes one claim like `json` takes in [`Claims`], its maps included:
+/// `COPIES` of them, named apart, ten a Cluster as in a fleet.
+fn kept_claim_weight(json: &str) -> usize {
+    let fixture: serde_json::Value = serde_json::from_str(json).expect("the fixture parses");
+    let mut keep = Claims::default();
+    let before = held();
+    for copy in 0..COPIES {
+        let mut claim = fixture.clone();
+        claim["metadata"]["name"] = format!("worker-{copy}").into();
+        claim["spec"]["clusterName"] = format!("cluster-{}", copy / 10).into();
+        let decoded: Decoded<NodeClaim> =
+            serde_json::from_value(claim).expect("the fixture parses");
+        let Decoded::Object(claim) = decoded else {
+            panic!("the fixture decodes as a NodeClaim");
+        };
+        keep.apply(&watcher::Event::Apply(claim));
+    }
+    let weight = held() - before;
+    drop(keep);
+    weight / COPIES
+}
+
 fn main() {
     // Testing mode: counts, writes no profile.
     let _profiler = dhat::Profiler::builder().testing().build();
     let contract = stored_weight::<CachedContract>(include_str!("cache_weight/contract.json"));
-    let claim = stored_weight::<NodeClaim>(include_str!("cache_weight/claim.json"));
+    let claim = kept_claim_weight(include_str!("cache_weight/claim.json"));
     let secret = kept_secret_weight(include_str!("cache_weight/secret.json"));
     let infra_json = include_str!("cache_weight/infra.json");
     let infra = stored_weight::<Infra>(infra_json);
@@ -102,8 +125,8 @@ fn main() {
         "cache-weight: one object of each kind as the shared cache stores it (bytes asked for)"
     );
     println!("  Deployed ComputeContract  {contract:>6} B");
-    println!("  Joined NodeClaim          {claim:>6} B");
-    println!("  join Secret               {secret:>6} B");
+    println!("  Joined NodeClaim          {claim:>6} B (with the keeper's maps)");
+    println!("  join Secret               {secret:>6} B (with the keeper's maps)");
     println!(
         "  Infra of {infra_nodes} nodes           {infra:>6} B ({} B a node)",
         infra / infra_nodes
