@@ -292,6 +292,42 @@ async fn a_cluster_removed_without_its_finalizer_still_has_its_machines_released
     assert_eq!(env.market.running_guests(), 0, "no guest is left running");
 }
 
+/// Claims of a Cluster that does not exist, created while the manager was
+/// away, are reported once it is back, though no Infra, contract or Secret
+/// of theirs will ever wake them. (Which of the orphans controller's paths
+/// holds them depends on the order the caches' lists end in; its unit tests
+/// pin the order where the claims' list ends first.)
+#[tokio::test]
+async fn claims_of_a_missing_cluster_made_while_the_manager_was_away_are_reported() {
+    let mut env = start().await;
+    let client = env.client.clone();
+    create_cluster(&client, "c1", true).await;
+    create_claim(&client, "good", "c1", 2).await;
+    eventually("good Joined", || async {
+        (phase_of(&client, "good").await == Some(NodeClaimPhase::Joined)).then_some(())
+    })
+    .await;
+    env.kill_manager();
+    for name in ["stray-1", "stray-2"] {
+        create_claim(&client, name, "never-made", 2).await;
+    }
+    env.start_manager();
+    for name in ["stray-1", "stray-2"] {
+        let client = &client;
+        eventually(&format!("{name} reports ClusterNotFound"), || async move {
+            let c = claims(client).get(name).await.ok()?;
+            let cond = api::find_condition(&c.status?.conditions, INFRA_COMPOSED)?.clone();
+            (cond.reason == reason::CLUSTER_NOT_FOUND).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(
+        contracts(&client).list_all().await.len(),
+        1,
+        "only the claim of a real Cluster rents a machine"
+    );
+}
+
 #[tokio::test]
 async fn bad_input_is_reported_and_disturbs_nothing() {
     let env = start().await;
