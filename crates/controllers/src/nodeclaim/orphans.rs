@@ -104,12 +104,13 @@ impl Orphans {
         if !self.ready.is_ready() {
             return Vec::new();
         }
+        // Read under the lock: an older reading cannot replace a newer one.
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let orphans = if orphaned(&self.clusters, key) {
             self.claims.of_cluster(&key.namespace, &key.name)
         } else {
             Vec::new()
         };
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         held.hold(key, &orphans, &self.store);
         orphans
             .iter()
@@ -154,7 +155,12 @@ impl Held {
             now.insert(reference.name);
         }
         for gone in before.difference(&now) {
-            if let Some(claim) = store.get(&ObjectRef::new(gone).within(&key.namespace)) {
+            // Only as a claim of this key (a claim's Cluster name is immutable,
+            // but a claim held for another key is that key's to let go).
+            if let Some(claim) = store
+                .get(&ObjectRef::new(gone).within(&key.namespace))
+                .filter(|claim| claim.spec.cluster_name == key.name)
+            {
                 self.writer
                     .apply_watcher_event(&Event::Delete(claim.as_ref().clone()));
             }
