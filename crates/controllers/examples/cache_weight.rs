@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use api::{Infra, NodeClaim};
 use controllers::cache::decode::Decoded;
-use controllers::cache::keep::Keep as _;
+use controllers::cache::keep::Keep;
 use controllers::cache::{CachedContract, Claims, JoinSecrets, WatchedJoinSecret};
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
@@ -62,45 +62,25 @@ fn stored_weight<K: DeserializeOwned + Clone + 'static>(json: &str) -> usize {
     weight / COPIES
 }
 
-/// The bytes one join Secret like `json` takes in [`JoinSecrets`], its maps
-/// included: `COPIES` of them, named apart, ten an Infra as in a fleet.
-fn kept_secret_weight(json: &str) -> usize {
+/// The bytes one object like `json` takes in the keeper `S`, its maps
+/// included: `COPIES` of them, each made apart by `vary` (its name, its
+/// group: ten a group, as in a fleet).
+fn kept_weight<K, S>(json: &str, vary: impl Fn(&mut serde_json::Value, usize)) -> usize
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + 'static,
+    S: Keep<K>,
+{
     let fixture: serde_json::Value = serde_json::from_str(json).expect("the fixture parses");
-    let mut keep = JoinSecrets::default();
+    let mut keep = S::default();
     let before = held();
     for copy in 0..COPIES {
-        let mut secret = fixture.clone();
-        secret["metadata"]["name"] = format!("join-{copy}").into();
-        secret["metadata"]["labels"][api::names::INFRA_NAME_LABEL] =
-            format!("nodes-{}", copy / 10).into();
-        let decoded: Decoded<WatchedJoinSecret> =
-            serde_json::from_value(secret).expect("the fixture parses");
-        let Decoded::Object(secret) = decoded else {
-            panic!("the fixture decodes as a Secret");
+        let mut object = fixture.clone();
+        vary(&mut object, copy);
+        let decoded: Decoded<K> = serde_json::from_value(object).expect("the fixture parses");
+        let Decoded::Object(object) = decoded else {
+            panic!("the fixture decodes as {}", std::any::type_name::<K>());
         };
-        keep.apply(&watcher::Event::Apply(secret));
-    }
-    let weight = held() - before;
-    drop(keep);
-    weight / COPIES
-}
-
-/// The bytes one claim like `json` takes in [`Claims`], its maps included:
-/// `COPIES` of them, named apart, ten a Cluster as in a fleet.
-fn kept_claim_weight(json: &str) -> usize {
-    let fixture: serde_json::Value = serde_json::from_str(json).expect("the fixture parses");
-    let mut keep = Claims::default();
-    let before = held();
-    for copy in 0..COPIES {
-        let mut claim = fixture.clone();
-        claim["metadata"]["name"] = format!("worker-{copy}").into();
-        claim["spec"]["clusterName"] = format!("cluster-{}", copy / 10).into();
-        let decoded: Decoded<NodeClaim> =
-            serde_json::from_value(claim).expect("the fixture parses");
-        let Decoded::Object(claim) = decoded else {
-            panic!("the fixture decodes as a NodeClaim");
-        };
-        keep.apply(&watcher::Event::Apply(claim));
+        keep.apply(&watcher::Event::Apply(object));
     }
     let weight = held() - before;
     drop(keep);
@@ -111,8 +91,19 @@ fn main() {
     // Testing mode: counts, writes no profile.
     let _profiler = dhat::Profiler::builder().testing().build();
     let contract = stored_weight::<CachedContract>(include_str!("cache_weight/contract.json"));
-    let claim = kept_claim_weight(include_str!("cache_weight/claim.json"));
-    let secret = kept_secret_weight(include_str!("cache_weight/secret.json"));
+    let claim =
+        kept_weight::<NodeClaim, Claims>(include_str!("cache_weight/claim.json"), |claim, copy| {
+            claim["metadata"]["name"] = format!("worker-{copy}").into();
+            claim["spec"]["clusterName"] = format!("cluster-{}", copy / 10).into();
+        });
+    let secret = kept_weight::<WatchedJoinSecret, JoinSecrets>(
+        include_str!("cache_weight/secret.json"),
+        |secret, copy| {
+            secret["metadata"]["name"] = format!("join-{copy}").into();
+            secret["metadata"]["labels"][api::names::INFRA_NAME_LABEL] =
+                format!("nodes-{}", copy / 10).into();
+        },
+    );
     let infra_json = include_str!("cache_weight/infra.json");
     let infra = stored_weight::<Infra>(infra_json);
     let infra_nodes = serde_json::from_str::<Infra>(infra_json)

@@ -18,22 +18,18 @@
 //! - Clones share what is kept; a reader never sees half of one event.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use api::NodeClaim;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::keep::{Keep, Kept};
+use super::keep::{Held, Holding, Keep, Kept};
 
 /// The NodeClaims the shared cache keeps. Clones share them.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Claims {
-    kept: Arc<RwLock<Namespaces>>,
-    /// A re-list under way: what replaces `kept` when it is done (the
-    /// reflector's handle only; as kube-runtime's writer, it takes what
-    /// comes between `Init` and `InitDone`).
-    relisting: Namespaces,
+    held: Held<Namespaces>,
 }
 
 /// The claims by namespace.
@@ -83,7 +79,7 @@ impl Namespace {
     }
 }
 
-impl Namespaces {
+impl Holding<NodeClaim> for Namespaces {
     fn insert(&mut self, claim: NodeClaim) {
         let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         match self.0.get_mut(namespace) {
@@ -95,45 +91,29 @@ impl Namespaces {
         }
     }
 
-    fn remove(&mut self, namespace: &str, name: &str) {
+    fn remove(&mut self, claim: &NodeClaim) {
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         if let Some(kept) = self.0.get_mut(namespace) {
-            kept.remove(name);
+            kept.remove(claim.metadata.name.as_deref().unwrap_or_default());
             if kept.by_name.is_empty() {
                 self.0.remove(namespace);
             }
         }
     }
+}
 
+impl Namespaces {
     fn get(&self, namespace: &str, name: &str) -> Option<&Arc<NodeClaim>> {
         self.0.get(namespace)?.by_name.get(name)
     }
 }
 
-impl Clone for Claims {
-    /// Another handle on the same claims (a re-list under way stays with the reflector's).
-    fn clone(&self) -> Self {
-        Self {
-            kept: self.kept.clone(),
-            relisting: Namespaces::default(),
-        }
-    }
-}
-
 impl Claims {
-    fn read(&self) -> RwLockReadGuard<'_, Namespaces> {
-        // Every change completes or does nothing: a panic cannot leave half of one.
-        self.kept.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, Namespaces> {
-        self.kept.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The claims of namespace `namespace` whose `spec.clusterName` is
     /// `cluster`, in name order.
     #[must_use]
     pub fn of_cluster(&self, namespace: &str, cluster: &str) -> Vec<Arc<NodeClaim>> {
-        let kept = self.read();
+        let kept = self.held.read();
         let Some(namespace) = kept.0.get(namespace) else {
             return Vec::new();
         };
@@ -149,7 +129,8 @@ impl Claims {
     /// Every (namespace, Cluster name) some claim names.
     #[must_use]
     pub fn cluster_keys(&self) -> Vec<(String, String)> {
-        self.read()
+        self.held
+            .read()
             .0
             .iter()
             .flat_map(|(namespace, kept)| {
@@ -163,13 +144,15 @@ impl Claims {
 
 impl Kept<NodeClaim> for Claims {
     fn get(&self, key: &ObjectRef<NodeClaim>) -> Option<Arc<NodeClaim>> {
-        self.read()
+        self.held
+            .read()
             .get(key.namespace.as_deref().unwrap_or_default(), &key.name)
             .cloned()
     }
 
     fn state(&self) -> Vec<Arc<NodeClaim>> {
-        self.read()
+        self.held
+            .read()
             .0
             .values()
             .flat_map(|kept| kept.by_name.values().cloned())
@@ -185,16 +168,7 @@ impl Keep<NodeClaim> for Claims {
     }
 
     fn apply(&mut self, event: &watcher::Event<NodeClaim>) {
-        match event {
-            watcher::Event::Apply(claim) => self.write().insert(claim.clone()),
-            watcher::Event::Delete(claim) => self.write().remove(
-                claim.metadata.namespace.as_deref().unwrap_or_default(),
-                claim.metadata.name.as_deref().unwrap_or_default(),
-            ),
-            watcher::Event::Init => self.relisting = Namespaces::default(),
-            watcher::Event::InitApply(claim) => self.relisting.insert(claim.clone()),
-            watcher::Event::InitDone => *self.write() = std::mem::take(&mut self.relisting),
-        }
+        self.held.apply(event);
     }
 }
 

@@ -116,3 +116,73 @@ where
         self.writer.apply_watcher_event(event);
     }
 }
+
+/// What a keeper of the cache's own keeps, as one value the events change
+/// ([`super::JoinSecrets`]' groups, [`super::Claims`]' namespaces).
+pub(crate) trait Holding<K>: Default {
+    /// Takes `object` applied: it replaces the one of its namespace and name.
+    fn insert(&mut self, object: K);
+    /// Takes `object` deleted.
+    fn remove(&mut self, object: &K);
+}
+
+/// A keeper's [`Holding`] shared by its handles, and the re-list under way.
+///
+/// It takes watch events as kube-runtime's store writer does: a re-list is
+/// read into a holding of its own and replaces the shared one only when it
+/// is done, so readers see the old state until then and never half of one
+/// event.
+pub(crate) struct Held<H> {
+    kept: Arc<std::sync::RwLock<H>>,
+    /// A re-list under way (the reflector's handle only: clones start without one).
+    relisting: H,
+}
+
+impl<H: Default> Default for Held<H> {
+    fn default() -> Self {
+        Self {
+            kept: Arc::default(),
+            relisting: H::default(),
+        }
+    }
+}
+
+impl<H: Default> Clone for Held<H> {
+    /// Another handle on the same holding (a re-list under way stays with the reflector's).
+    fn clone(&self) -> Self {
+        Self {
+            kept: self.kept.clone(),
+            relisting: H::default(),
+        }
+    }
+}
+
+impl<H> Held<H> {
+    /// The holding, to read.
+    pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, H> {
+        // Every change completes or does nothing: a panic cannot leave half of one.
+        self.kept
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, H> {
+        self.kept
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes one watch event.
+    pub(crate) fn apply<K: Clone>(&mut self, event: &watcher::Event<K>)
+    where
+        H: Holding<K>,
+    {
+        match event {
+            watcher::Event::Apply(object) => self.write().insert(object.clone()),
+            watcher::Event::Delete(object) => self.write().remove(object),
+            watcher::Event::Init => self.relisting = H::default(),
+            watcher::Event::InitApply(object) => self.relisting.insert(object.clone()),
+            watcher::Event::InitDone => *self.write() = std::mem::take(&mut self.relisting),
+        }
+    }
+}

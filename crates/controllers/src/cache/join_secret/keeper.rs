@@ -13,7 +13,7 @@
 //! - Clones share what is kept; a reader never sees half of one event.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use api::names::INFRA_NAME_LABEL;
 use kube::runtime::reflector::ObjectRef;
@@ -21,16 +21,12 @@ use kube::runtime::watcher;
 
 use super::{CachedJoinSecret, WatchedJoinSecret};
 use crate::cache::Labelled;
-use crate::cache::keep::{Keep, Kept};
+use crate::cache::keep::{Held, Holding, Keep, Kept};
 
 /// The join Secrets the shared cache keeps. Clones share them.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct JoinSecrets {
-    kept: Arc<RwLock<Groups>>,
-    /// A re-list under way: what replaces `kept` when it is done (the
-    /// reflector's handle only; as kube-runtime's writer, it takes what
-    /// comes between `Init` and `InitDone`).
-    relisting: Groups,
+    held: Held<Groups>,
 }
 
 /// Secrets by name.
@@ -49,7 +45,7 @@ struct Groups {
     namespaces: Vec<Arc<str>>,
 }
 
-impl Groups {
+impl Holding<WatchedJoinSecret> for Groups {
     fn insert(&mut self, watched: WatchedJoinSecret) {
         let namespace = watched
             .metadata
@@ -65,7 +61,7 @@ impl Groups {
                     None => Arc::from(infra),
                 });
         let secret = CachedJoinSecret::kept(watched, namespace);
-        self.remove(secret.name());
+        self.remove_named(secret.name());
         let name = secret.name.clone();
         self.infra_of.insert(name.clone(), infra.clone());
         let group = match infra {
@@ -75,7 +71,13 @@ impl Groups {
         group.insert(name, Arc::new(secret));
     }
 
-    fn remove(&mut self, name: &str) {
+    fn remove(&mut self, secret: &WatchedJoinSecret) {
+        self.remove_named(secret.metadata.name.as_deref().unwrap_or_default());
+    }
+}
+
+impl Groups {
+    fn remove_named(&mut self, name: &str) {
         let Some(infra) = self.infra_of.remove(name) else {
             return;
         };
@@ -118,30 +120,12 @@ impl Groups {
     }
 }
 
-impl Clone for JoinSecrets {
-    /// Another handle on the same Secrets (a re-list under way stays with the reflector's).
-    fn clone(&self) -> Self {
-        Self {
-            kept: self.kept.clone(),
-            relisting: Groups::default(),
-        }
-    }
-}
-
 impl JoinSecrets {
-    fn read(&self) -> RwLockReadGuard<'_, Groups> {
-        // Every change completes or does nothing: a panic cannot leave half of one.
-        self.kept.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, Groups> {
-        self.kept.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The Secrets labelled with Infra `infra`, in name order.
     #[must_use]
     pub fn of_infra(&self, infra: &str) -> Vec<Arc<CachedJoinSecret>> {
-        self.read()
+        self.held
+            .read()
             .by_infra
             .get(infra)
             .map(|group| group.values().cloned().collect())
@@ -151,14 +135,15 @@ impl JoinSecrets {
 
 impl Kept<WatchedJoinSecret> for JoinSecrets {
     fn get(&self, key: &ObjectRef<WatchedJoinSecret>) -> Option<Arc<WatchedJoinSecret>> {
-        let kept = self.read();
+        let kept = self.held.read();
         let secret = kept.get(&key.name)?;
         (secret.namespace.as_deref() == key.namespace.as_deref())
             .then(|| Arc::new(WatchedJoinSecret::from(secret.as_ref())))
     }
 
     fn state(&self) -> Vec<Arc<WatchedJoinSecret>> {
-        self.read()
+        self.held
+            .read()
             .all()
             .map(|secret| Arc::new(WatchedJoinSecret::from(secret.as_ref())))
             .collect()
@@ -179,16 +164,7 @@ impl Keep<WatchedJoinSecret> for JoinSecrets {
     }
 
     fn apply(&mut self, event: &watcher::Event<WatchedJoinSecret>) {
-        match event {
-            watcher::Event::Apply(secret) => self.write().insert(secret.clone()),
-            watcher::Event::Delete(secret) => {
-                let name = secret.metadata.name.as_deref().unwrap_or_default();
-                self.write().remove(name);
-            }
-            watcher::Event::Init => self.relisting = Groups::default(),
-            watcher::Event::InitApply(secret) => self.relisting.insert(secret.clone()),
-            watcher::Event::InitDone => *self.write() = std::mem::take(&mut self.relisting),
-        }
+        self.held.apply(event);
     }
 }
 
