@@ -9,6 +9,12 @@
 //! finds that event in the index. Between two events the index and the store
 //! agree; a reader that holds refs from the index looks each one up in the
 //! store, and one deleted in between is skipped.
+//!
+//! # Assumptions
+//!
+//! An index's key is a function of the object alone (a `fn`, reading no
+//! clock or other state): an object leaves its group by the group its
+//! store's previous version gives, which must be the group it was put in.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
