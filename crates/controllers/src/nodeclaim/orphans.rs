@@ -63,7 +63,7 @@ pub(super) fn orphaned(clusters: &Store<Cluster>, key: &ClusterKey) -> bool {
 /// controller reads its reconciles' objects from. Clones share it.
 #[derive(Clone)]
 struct Orphans {
-    held: Arc<Mutex<Held>>,
+    held: Arc<Mutex<HeldClaims>>,
     store: Store<NodeClaim>,
     claims: Claims,
     clusters: Store<Cluster>,
@@ -71,7 +71,7 @@ struct Orphans {
 }
 
 /// The store's writer, and the names it holds by Cluster key.
-struct Held {
+struct HeldClaims {
     writer: Writer<NodeClaim>,
     by_key: HashMap<ClusterKey, BTreeSet<String>>,
 }
@@ -86,7 +86,7 @@ impl Orphans {
         writer.apply_watcher_event(&Event::InitDone);
         Self {
             store: writer.as_reader(),
-            held: Arc::new(Mutex::new(Held {
+            held: Arc::new(Mutex::new(HeldClaims {
                 writer,
                 by_key: HashMap::new(),
             })),
@@ -135,7 +135,7 @@ impl Orphans {
     }
 }
 
-impl Held {
+impl HeldClaims {
     /// Holds exactly `claims` for `key`, each at its version in the cache.
     fn hold(&mut self, key: &ClusterKey, claims: &[Arc<NodeClaim>], store: &Store<NodeClaim>) {
         let before = self.by_key.remove(key).unwrap_or_default();
