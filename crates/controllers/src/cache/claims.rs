@@ -24,7 +24,7 @@ use api::NodeClaim;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::keep::{Held, Holding, Keep, Kept};
+use super::keep::{Held, Holding, Keep, Kept, shared_key};
 
 /// The NodeClaims the shared cache keeps. Clones share them.
 #[derive(Default, Clone)]
@@ -48,16 +48,9 @@ impl Namespace {
     fn insert(&mut self, claim: NodeClaim) {
         let name = claim.metadata.name.as_deref().unwrap_or_default();
         // The name and the group keep the allocations they already have.
-        let name: Arc<str> = match self.by_name.get_key_value(name) {
-            Some((kept, _)) => kept.clone(),
-            None => Arc::from(name),
-        };
+        let name = shared_key(&self.by_name, name);
         self.remove(&name);
-        let cluster = claim.spec.cluster_name.as_str();
-        let cluster: Arc<str> = match self.by_cluster.get_key_value(cluster) {
-            Some((kept, _)) => kept.clone(),
-            None => Arc::from(cluster),
-        };
+        let cluster = shared_key(&self.by_cluster, &claim.spec.cluster_name);
         self.by_cluster
             .entry(cluster)
             .or_default()

@@ -117,6 +117,15 @@ where
     }
 }
 
+/// `key` as the allocation `map` already holds for it, else a new one: a
+/// keeper's maps share each name and group key instead of copying it.
+pub(crate) fn shared_key<V>(map: &std::collections::HashMap<Arc<str>, V>, key: &str) -> Arc<str> {
+    match map.get_key_value(key) {
+        Some((kept, _)) => kept.clone(),
+        None => Arc::from(key),
+    }
+}
+
 /// What a keeper of the cache's own keeps, as one value the events change
 /// ([`super::JoinSecrets`]' groups, [`super::Claims`]' namespaces).
 pub(crate) trait Holding<K>: Default {

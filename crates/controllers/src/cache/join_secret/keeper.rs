@@ -21,7 +21,7 @@ use kube::runtime::watcher;
 
 use super::{CachedJoinSecret, WatchedJoinSecret};
 use crate::cache::Labelled;
-use crate::cache::keep::{Held, Holding, Keep, Kept};
+use crate::cache::keep::{Held, Holding, Keep, Kept, shared_key};
 
 /// The join Secrets the shared cache keeps. Clones share them.
 #[derive(Default, Clone)]
@@ -53,13 +53,9 @@ impl Holding<WatchedJoinSecret> for Groups {
             .as_deref()
             .map(|ns| self.shared_namespace(ns));
         // The group's key, shared by its members' reverse entries.
-        let infra: Option<Arc<str>> =
-            watched
-                .label(INFRA_NAME_LABEL)
-                .map(|infra| match self.by_infra.get_key_value(infra) {
-                    Some((shared, _)) => shared.clone(),
-                    None => Arc::from(infra),
-                });
+        let infra: Option<Arc<str>> = watched
+            .label(INFRA_NAME_LABEL)
+            .map(|infra| shared_key(&self.by_infra, infra));
         let secret = CachedJoinSecret::kept(watched, namespace);
         self.remove_named(secret.name());
         let name = secret.name.clone();
