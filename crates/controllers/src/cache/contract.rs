@@ -79,9 +79,13 @@ impl CachedContract {
     }
 }
 
-/// The receipt annotation's value for `receipt`: its JSON, as the Requester writes it.
-fn receipt_json(receipt: &Receipt) -> Option<String> {
-    serde_json::to_string(receipt).ok()
+/// The receipt annotation's value for `receipt`: its JSON. The Requester
+/// writes the annotation with it, and the cache recognises it by it.
+///
+/// # Errors
+/// The receipt does not serialize (it always does: two strings).
+pub fn receipt_annotation(receipt: &Receipt) -> serde_json::Result<String> {
+    serde_json::to_string(receipt)
 }
 
 impl From<ComputeContract> for CachedContract {
@@ -102,12 +106,15 @@ impl From<ComputeContract> for CachedContract {
             labels,
             mut annotations,
         } = metadata.into();
-        let as_status = status
-            .as_ref()
-            .and_then(|s| s.receipt.as_ref())
-            .and_then(receipt_json);
-        let receipt_annotated =
-            as_status.is_some() && annotations.get(RECEIPT_ANNOTATION) == as_status.as_deref();
+        let receipt_annotated = match (
+            annotations.get(RECEIPT_ANNOTATION),
+            status.as_ref().and_then(|s| s.receipt.as_ref()),
+        ) {
+            (Some(written), Some(receipt)) => {
+                receipt_annotation(receipt).is_ok_and(|json| json == written)
+            }
+            _ => false,
+        };
         if receipt_annotated {
             annotations.remove(RECEIPT_ANNOTATION);
         }
@@ -136,7 +143,7 @@ impl From<CachedContract> for ComputeContract {
             && let Some(json) = status
                 .as_ref()
                 .and_then(|s| s.receipt.as_ref())
-                .and_then(receipt_json)
+                .and_then(|receipt| receipt_annotation(receipt).ok())
         {
             annotations.insert(RECEIPT_ANNOTATION.to_owned(), json);
         }

@@ -380,10 +380,11 @@ async fn write_receipt_annotation(
     contract: &CachedContract,
     receipt: &Receipt,
 ) -> Result<Option<CachedContract>> {
-    let value = serde_json::to_string(receipt).map_err(|e| Error::Invalid {
-        object: write::describe_object(contract),
-        reason: format!("receipt does not serialize: {e}"),
-    })?;
+    let value =
+        crate::cache::contract::receipt_annotation(receipt).map_err(|e| Error::Invalid {
+            object: write::describe_object(contract),
+            reason: format!("receipt does not serialize: {e}"),
+        })?;
     let metadata = serde_json::Map::from_iter([(
         "annotations".to_owned(),
         json!({ names::RECEIPT_ANNOTATION: value }),
