@@ -118,8 +118,10 @@ pub struct NodeEntry {
     #[schemars(pattern(DID_PATTERN))]
     pub owner_did: String,
     /// Receipt of a running guest to take over instead of renting a new one.
+    // Boxed: set only to take over a guest, and every node's claim, entry
+    // and contract are cached (48 bytes inline each otherwise; plan 0017).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub adopt: Option<Receipt>,
+    pub adopt: Option<Box<Receipt>>,
     /// How the guest joins the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_join: Option<NodeJoin>,

@@ -79,7 +79,7 @@ fn node_entry(contract: String) -> impl Strategy<Value = NodeEntry> {
         .prop_map(move |(owner_did, adopt, node_join, claim, uid)| NodeEntry {
             contract: contract.clone(),
             owner_did,
-            adopt,
+            adopt: adopt.map(Box::new),
             node_join,
             node_claim_ref: NodeClaimRef {
                 namespace: "tenant".into(),

@@ -145,9 +145,11 @@ fn node(contract: String) -> impl Strategy<Value = NodeEntry> {
         .prop_map(move |(m, adopt, join)| NodeEntry {
             contract: contract.clone(),
             owner_did: format!("did:plc:{}", m[0]),
-            adopt: adopt.then(|| Receipt {
-                uri: format!("at://did:plc:{}/x/y", m[1]),
-                cid: m[2].clone(),
+            adopt: adopt.then(|| {
+                Box::new(Receipt {
+                    uri: format!("at://did:plc:{}/x/y", m[1]),
+                    cid: m[2].clone(),
+                })
             }),
             node_join: join.then(|| NodeJoin {
                 api_server: format!("https://{}:6443", m[3]),

@@ -158,7 +158,7 @@ mod tests {
         );
         let mut c = api::ComputeContract::new(&compute_contract_name("nodes-x", entry), spec);
         c.metadata.labels = Some([(CONTRACT_LABEL.to_owned(), entry.to_owned())].into());
-        c.spec.adopt = adopts.then(receipt);
+        c.spec.adopt = adopts.then(|| Box::new(receipt()));
         c.status = Some(ComputeContractStatus {
             phase: Some(phase),
             receipt: holds.then(receipt),
@@ -169,7 +169,7 @@ mod tests {
 
     fn claim() -> NodeClaim {
         let mut c = super::super::test_fixtures::claim("uid-b");
-        c.spec.adopt = Some(receipt());
+        c.spec.adopt = Some(Box::new(receipt()));
         c
     }
 
@@ -206,7 +206,7 @@ mod tests {
         infra.spec.nodes.push(api::NodeEntry {
             contract: "node-a".into(),
             owner_did: "did:plc:a".into(),
-            adopt: Some(receipt()),
+            adopt: Some(Box::new(receipt())),
             node_join: None,
             node_claim_ref: api::NodeClaimRef {
                 namespace: "tenant-a".into(),

@@ -620,7 +620,7 @@ fn a_guest_is_adopted_by_one_claim_and_a_composed_claim_keeps_it() {
     let mut w = World::new("c1");
     for (name, uid) in [("first", "uid-1"), ("second", "uid-2")] {
         let mut c = claim(name, uid, "c1");
-        c.spec.adopt = Some(receipt.clone());
+        c.spec.adopt = Some(Box::new(receipt.clone()));
         w.claims.push(c);
     }
     w.settle(start());

@@ -28,7 +28,7 @@ async fn adopting_claim(
     receipt: &Receipt,
 ) -> NodeClaim {
     let mut claim = testkit::node_claim(namespace, name, cluster, 2);
-    claim.spec.adopt = Some(receipt.clone());
+    claim.spec.adopt = Some(Box::new(receipt.clone()));
     Api::<NodeClaim>::namespaced(env.client.clone(), namespace)
         .create(&PostParams::default(), &claim)
         .await

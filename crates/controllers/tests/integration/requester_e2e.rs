@@ -350,10 +350,10 @@ async fn a_contract_with_adopt_takes_over_a_running_guest_without_bidding() {
     let bids = env.market.collect_bids(&id).await.unwrap();
     let receipt = env.market.accept(&id, &bids[0]).await.unwrap();
     let mut spec = contract_spec(3600);
-    spec.adopt = Some(api::Receipt {
+    spec.adopt = Some(Box::new(api::Receipt {
         uri: receipt.uri.clone(),
         cid: receipt.cid.clone(),
-    });
+    }));
     let mut adopted = api::ComputeContract::new("c1", spec);
     adopted.metadata.namespace = Some(NS.to_owned());
     adopted.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);

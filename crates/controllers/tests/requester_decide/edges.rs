@@ -16,7 +16,7 @@ use kube::runtime::events::EventType;
 #[test]
 fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
     let mut c = contract();
-    c.spec.adopt = Some(receipt());
+    c.spec.adopt = Some(Box::new(receipt()));
     let info = adoptable_guest("other", "did:web:another-tenant");
     let s = at(&c, 0, Observation::Adopted(info));
     assert_eq!(s.status.phase, Some(Phase::Failed));
@@ -44,7 +44,7 @@ fn adopt_of_another_accounts_guest_is_refused_and_releases_nothing() {
 #[test]
 fn adopt_takes_over_the_named_guest_without_bidding() {
     let mut c = contract();
-    c.spec.adopt = Some(receipt());
+    c.spec.adopt = Some(Box::new(receipt()));
     let s = at(&c, 0, Observation::Nothing);
     assert_eq!(s.command, Some(Command::Adopt(receipt())));
     let info = adoptable_guest("other", "did:web:tenant");
@@ -179,7 +179,7 @@ fn nothing_is_rented_for_a_contract_without_the_release_finalizer() {
     );
     // Nor is a running guest adopted.
     let mut adopting = bare(contract());
-    adopting.spec.adopt = Some(receipt());
+    adopting.spec.adopt = Some(Box::new(receipt()));
     assert_eq!(at(&adopting, 0, Observation::Nothing).command, None);
     // With the finalizer it is rented; deleted without one, it goes at once.
     assert_eq!(

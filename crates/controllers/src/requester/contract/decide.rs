@@ -268,7 +268,7 @@ impl<'a> Draft<'a> {
                 return if phase == Phase::Failed && !self.spec_changed() {
                     Next::Wait(None)
                 } else {
-                    Next::Call(Command::Adopt(adopt.clone()))
+                    Next::Call(Command::Adopt(adopt.as_ref().clone()))
                 };
             }
             return match phase {

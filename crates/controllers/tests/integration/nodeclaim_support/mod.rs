@@ -416,10 +416,10 @@ pub fn two_claims() -> World {
     w.claims.push(claim("worker-a", "uid-a", "c1"));
     let mut b = claim("worker-b", "uid-b", "c1");
     b.spec.owner_did = Some("did:plc:someone-else".into());
-    b.spec.adopt = Some(Receipt {
+    b.spec.adopt = Some(Box::new(Receipt {
         uri: "at://did:web:provider.example/receipt/1".into(),
         cid: "bafyreceipt".into(),
-    });
+    }));
     w.claims.push(b);
     w
 }
