@@ -176,13 +176,13 @@ impl Inner {
         // The receipt's cid was computed from the agreement when it was
         // issued: comparing with it is checking the agreement.
         let (cid, found) = if let Some(guest) = self.state.guest(id) {
-            (&guest.receipt.cid, GuestLookup::Unreleased(id, guest))
+            (guest.cid(), GuestLookup::Unreleased(id, guest))
         } else if let Some(released) = self.state.released(id) {
-            (&released.cid, GuestLookup::Released)
+            (released.cid.clone(), GuestLookup::Released)
         } else {
             return Ok(GuestLookup::Unknown);
         };
-        if *cid != receipt.cid {
+        if cid != receipt.cid {
             return Err(MarketError::InvalidReceipt {
                 uri: receipt.uri.clone(),
                 reason: "cid does not match the agreement".to_owned(),
@@ -348,27 +348,21 @@ impl LocalMarket {
                 Price::hourly(bidder.cost, bidder.currency.clone()),
             ),
         };
-        let receipt = Receipt {
-            uri: format!("{RECEIPT_PREFIX}{}", bidders::guest_id(rfp)),
-            cid: agreement.content_id(),
-        };
         let failure = bidders::boot_fails(self.seed, &request.contract, bidder).then(|| {
             format!(
                 "bidder {} failed to boot the guest (simulated boot failure)",
                 bidder.did
             )
         });
-        GuestRecord {
+        GuestRecord::rented(
             agreement,
-            receipt,
-            accepted_at_ms: now_ms,
-            boot_delay_ms: duration_ms(bidder.boot_delay),
-            register_delay_ms: duration_ms(self.node_register_delay),
+            now_ms,
+            duration_ms(bidder.boot_delay),
+            duration_ms(self.node_register_delay),
             failure,
-            address: bidders::guest_address(self.seed, rfp),
-            node_id: bidders::node_id(self.seed, rfp),
-            node_lost: false,
-        }
+            bidders::guest_address(self.seed, rfp),
+            bidders::node_id(self.seed, rfp),
+        )
     }
 }
 
@@ -393,10 +387,15 @@ fn validate_request(rfp: &RequestForProposal) -> Result<(), MarketError> {
     })
 }
 
+/// The uri of the receipt of the guest `guest_id`.
+fn receipt_uri(guest_id: &str) -> String {
+    format!("{RECEIPT_PREFIX}{guest_id}")
+}
+
 /// The receipt of the guest `guest_id` whose agreement has the content id `cid`.
 fn receipt_of(guest_id: &str, cid: &str) -> Receipt {
     Receipt {
-        uri: format!("{RECEIPT_PREFIX}{guest_id}"),
+        uri: receipt_uri(guest_id),
         cid: cid.to_owned(),
     }
 }
@@ -413,7 +412,7 @@ fn accepted(state: &MarketState, rfp: &RfpId) -> Result<Option<(Bid, Receipt)>, 
             )))
         }
         RfpLookup::Published(_) => Ok(None),
-        RfpLookup::Rented(guest) => Ok(Some((guest.agreement.bid.clone(), guest.receipt.clone()))),
+        RfpLookup::Rented(guest) => Ok(Some((guest.agreement.bid.clone(), guest.receipt()))),
     }
 }
 
@@ -497,8 +496,7 @@ impl Market for LocalMarket {
                 bidder: bid.bidder.clone(),
             })?;
         let guest = self.rent(&request, rfp, &bidder, now_ms);
-        guest.agreement.verify(&guest.receipt)?;
-        let receipt = guest.receipt.clone();
+        let receipt = guest.receipt();
         inner.commit(Change::Accepted {
             guest: bidders::guest_id(rfp),
             record: Box::new(guest),

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::Agreement;
+use super::{Agreement, bidders};
 use crate::{Bid, ContractKey, GuestInfo, GuestStatus, Receipt, RequestForProposal, RfpId};
 
 /// A published RFP as the legacy state file kept it.
@@ -16,10 +16,20 @@ pub(crate) struct RfpRecord {
 
 /// A rented guest that was not released. Its timeline is fixed at
 /// acceptance, so its status is a pure function of the clock.
+///
+/// Its receipt is not kept but derived ([`Self::receipt`]): the uri names the
+/// guest of its RFP and the cid is its agreement's content id, about 160
+/// bytes a guest of a market that holds every guest of the fleet (plan 0017
+/// P4). A record whose receipt is not the derived one (one an older market
+/// issued) keeps it. The journal's JSON is the same either way: it carries
+/// the receipt ([`JournaledGuest`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "JournaledGuest", into = "JournaledGuest")]
 pub(crate) struct GuestRecord {
     pub agreement: Agreement,
-    pub receipt: Receipt,
+    /// The receipt issued, when it is not the derived one; boxed, as it is
+    /// normally absent.
+    issued: Option<Box<Receipt>>,
     pub accepted_at_ms: u64,
     pub boot_delay_ms: u64,
     pub register_delay_ms: u64,
@@ -29,11 +39,118 @@ pub(crate) struct GuestRecord {
     pub node_id: String,
     /// The node left the cluster ([`super::LocalMarket::lose_node`]): the
     /// guest still runs on the network but reports no node identity.
-    #[serde(default)]
     pub node_lost: bool,
 }
 
+/// A [`GuestRecord`] as the journal (and the legacy state file) keeps it:
+/// with its receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct JournaledGuest {
+    agreement: Agreement,
+    receipt: Receipt,
+    accepted_at_ms: u64,
+    boot_delay_ms: u64,
+    register_delay_ms: u64,
+    failure: Option<String>,
+    address: String,
+    node_id: String,
+    #[serde(default)]
+    node_lost: bool,
+}
+
+impl From<JournaledGuest> for GuestRecord {
+    fn from(journaled: JournaledGuest) -> Self {
+        let JournaledGuest {
+            agreement,
+            receipt,
+            accepted_at_ms,
+            boot_delay_ms,
+            register_delay_ms,
+            failure,
+            address,
+            node_id,
+            node_lost,
+        } = journaled;
+        let mut record = Self {
+            agreement,
+            issued: None,
+            accepted_at_ms,
+            boot_delay_ms,
+            register_delay_ms,
+            failure,
+            address,
+            node_id,
+            node_lost,
+        };
+        if record.receipt() != receipt {
+            record.issued = Some(Box::new(receipt));
+        }
+        record
+    }
+}
+
+impl From<GuestRecord> for JournaledGuest {
+    fn from(record: GuestRecord) -> Self {
+        let receipt = record.receipt();
+        Self {
+            agreement: record.agreement,
+            receipt,
+            accepted_at_ms: record.accepted_at_ms,
+            boot_delay_ms: record.boot_delay_ms,
+            register_delay_ms: record.register_delay_ms,
+            failure: record.failure,
+            address: record.address,
+            node_id: record.node_id,
+            node_lost: record.node_lost,
+        }
+    }
+}
+
 impl GuestRecord {
+    /// The record of a guest rented now under `agreement`, its receipt the
+    /// derived one.
+    pub fn rented(
+        agreement: Agreement,
+        accepted_at_ms: u64,
+        boot_delay_ms: u64,
+        register_delay_ms: u64,
+        failure: Option<String>,
+        address: String,
+        node_id: String,
+    ) -> Self {
+        Self {
+            agreement,
+            issued: None,
+            accepted_at_ms,
+            boot_delay_ms,
+            register_delay_ms,
+            failure,
+            address,
+            node_id,
+            node_lost: false,
+        }
+    }
+
+    /// The receipt issued for the guest: the one kept, else the uri of its
+    /// RFP's guest and its agreement's content id.
+    pub fn receipt(&self) -> Receipt {
+        match &self.issued {
+            Some(issued) => issued.as_ref().clone(),
+            None => Receipt {
+                uri: super::receipt_uri(&bidders::guest_id(&self.agreement.rfp)),
+                cid: self.agreement.content_id(),
+            },
+        }
+    }
+
+    /// The content id of its receipt.
+    pub fn cid(&self) -> String {
+        match &self.issued {
+            Some(issued) => issued.cid.clone(),
+            None => self.agreement.content_id(),
+        }
+    }
+
     /// The guest's status at `now_ms`: Booting for the first half of the boot
     /// delay, Started for the second, then Failed or OnNetwork, then
     /// NodeRegistered after the register delay.
@@ -80,7 +197,7 @@ impl GuestRecord {
 
     pub fn info(&self, now_ms: u64) -> GuestInfo {
         GuestInfo {
-            receipt: self.receipt.clone(),
+            receipt: self.receipt(),
             rfp: self.agreement.rfp.clone(),
             contract: self.agreement.contract.clone(),
             owner_did: self.agreement.owner_did.clone(),
@@ -96,7 +213,7 @@ impl GuestRecord {
             rfp: self.agreement.rfp.clone(),
             contract: self.agreement.contract.clone(),
             bid: self.agreement.bid.clone(),
-            cid: self.receipt.cid.clone(),
+            cid: self.cid(),
             released_at_ms,
         }
     }
@@ -144,20 +261,53 @@ pub(crate) mod tests {
             location: Location::default(),
             bid: Bid::new("did:p", Price::hourly(1, "EUR")),
         };
-        GuestRecord {
-            receipt: Receipt {
-                uri: format!("local://guests/g-{contract}"),
-                cid: agreement.content_id(),
-            },
+        let mut record = GuestRecord::rented(
             agreement,
-            accepted_at_ms: 1_000,
+            1_000,
             boot_delay_ms,
-            register_delay_ms: 100,
-            failure: failure.map(str::to_owned),
-            address: "10.1.2.3".to_owned(),
-            node_id: "guest-1".to_owned(),
-            node_lost: false,
-        }
+            100,
+            failure.map(str::to_owned),
+            "10.1.2.3".to_owned(),
+            "guest-1".to_owned(),
+        );
+        record.issued = Some(Box::new(Receipt {
+            uri: format!("local://guests/g-{contract}"),
+            cid: record.agreement.content_id(),
+        }));
+        record
+    }
+
+    /// A guest rented as the market rents it: its receipt derived.
+    fn rented() -> GuestRecord {
+        let mut guest = record("c", 1_000, None);
+        guest.issued = None;
+        guest
+    }
+
+    #[test]
+    fn a_rented_guest_journals_the_receipt_it_derives_and_reads_back_keeping_none() {
+        let guest = rented();
+        let json = serde_json::to_value(&guest).unwrap();
+        assert_eq!(
+            json["receipt"]["uri"],
+            format!("local://guests/{}", bidders::guest_id(&guest.agreement.rfp))
+        );
+        assert_eq!(json["receipt"]["cid"], guest.agreement.content_id());
+        let read: GuestRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(read.issued, None);
+        assert_eq!(read, guest);
+        assert_eq!(read.info(0).receipt, guest.receipt());
+    }
+
+    #[test]
+    fn a_journaled_receipt_that_is_not_the_derived_one_is_kept_as_issued() {
+        let mut json = serde_json::to_value(rented()).unwrap();
+        json["receipt"]["cid"] = "sha256:issued-by-an-older-market".into();
+        let read: GuestRecord = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(read.cid(), "sha256:issued-by-an-older-market");
+        assert_eq!(read.receipt().cid, "sha256:issued-by-an-older-market");
+        assert_eq!(read.tombstone(5).cid, "sha256:issued-by-an-older-market");
+        assert_eq!(serde_json::to_value(&read).unwrap(), json);
     }
 
     #[test]
