@@ -60,30 +60,18 @@ pub(crate) struct JournaledGuest {
 
 impl From<JournaledGuest> for GuestRecord {
     fn from(journaled: JournaledGuest) -> Self {
-        let JournaledGuest {
-            agreement,
-            receipt,
-            accepted_at_ms,
-            boot_delay_ms,
-            register_delay_ms,
-            failure,
-            address,
-            node_id,
-            node_lost,
-        } = journaled;
-        let mut record = Self {
-            agreement,
-            issued: None,
-            accepted_at_ms,
-            boot_delay_ms,
-            register_delay_ms,
-            failure,
-            address,
-            node_id,
-            node_lost,
-        };
-        if record.receipt() != receipt {
-            record.issued = Some(Box::new(receipt));
+        let mut record = Self::rented(
+            journaled.agreement,
+            journaled.accepted_at_ms,
+            journaled.boot_delay_ms,
+            journaled.register_delay_ms,
+            journaled.failure,
+            journaled.address,
+            journaled.node_id,
+        );
+        record.node_lost = journaled.node_lost;
+        if record.receipt() != journaled.receipt {
+            record.issued = Some(Box::new(journaled.receipt));
         }
         record
     }
