@@ -45,6 +45,7 @@ mod state;
 pub use agreement::Agreement;
 pub use bidders::{LocalBidder, LocalMarketConfig};
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -178,7 +179,7 @@ impl Inner {
         let (cid, found) = if let Some(guest) = self.state.guest(id) {
             (guest.cid(), GuestLookup::Unreleased(id, guest))
         } else if let Some(released) = self.state.released(id) {
-            (released.cid.clone(), GuestLookup::Released)
+            (Cow::Borrowed(released.cid.as_str()), GuestLookup::Released)
         } else {
             return Ok(GuestLookup::Unknown);
         };
@@ -387,16 +388,11 @@ fn validate_request(rfp: &RequestForProposal) -> Result<(), MarketError> {
     })
 }
 
-/// The uri of the receipt of the guest `guest_id`.
-fn receipt_uri(guest_id: &str) -> String {
-    format!("{RECEIPT_PREFIX}{guest_id}")
-}
-
 /// The receipt of the guest `guest_id` whose agreement has the content id `cid`.
-fn receipt_of(guest_id: &str, cid: &str) -> Receipt {
+fn receipt_of(guest_id: &str, cid: String) -> Receipt {
     Receipt {
-        uri: receipt_uri(guest_id),
-        cid: cid.to_owned(),
+        uri: format!("{RECEIPT_PREFIX}{guest_id}"),
+        cid,
     }
 }
 
@@ -408,7 +404,7 @@ fn accepted(state: &MarketState, rfp: &RfpId) -> Result<Option<(Bid, Receipt)>, 
             let guest = bidders::guest_id(rfp);
             Ok(Some((
                 released.bid.clone(),
-                receipt_of(&guest, &released.cid),
+                receipt_of(&guest, released.cid.clone()),
             )))
         }
         RfpLookup::Published(_) => Ok(None),

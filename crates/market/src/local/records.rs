@@ -1,5 +1,6 @@
 //! What the local market remembers of one RFP and one guest, alive or released.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -124,18 +125,18 @@ impl GuestRecord {
     pub fn receipt(&self) -> Receipt {
         match &self.issued {
             Some(issued) => issued.as_ref().clone(),
-            None => Receipt {
-                uri: super::receipt_uri(&bidders::guest_id(&self.agreement.rfp)),
-                cid: self.agreement.content_id(),
-            },
+            None => super::receipt_of(
+                &bidders::guest_id(&self.agreement.rfp),
+                self.agreement.content_id(),
+            ),
         }
     }
 
-    /// The content id of its receipt.
-    pub fn cid(&self) -> String {
+    /// The content id of its receipt: the one kept, else its agreement's.
+    pub fn cid(&self) -> Cow<'_, str> {
         match &self.issued {
-            Some(issued) => issued.cid.clone(),
-            None => self.agreement.content_id(),
+            Some(issued) => Cow::Borrowed(issued.cid.as_str()),
+            None => Cow::Owned(self.agreement.content_id()),
         }
     }
 
@@ -201,7 +202,7 @@ impl GuestRecord {
             rfp: self.agreement.rfp.clone(),
             contract: self.agreement.contract.clone(),
             bid: self.agreement.bid.clone(),
-            cid: self.cid(),
+            cid: self.cid().into_owned(),
             released_at_ms,
         }
     }
