@@ -1,15 +1,22 @@
-//! The thin, effectful half of the contract controller: reads the cache, runs
-//! [`decide`] and performs what it says: the receipt annotation, the status,
-//! the market call, an Event on a transition, the TTL delete, and the removal
-//! of the release finalizer once a deleted contract is Released.
+//! The thin, effectful half of the contract controller: reads the contract
+//! from the API server, runs [`decide`] and performs what it says: the
+//! receipt annotation, the status, the market call, an Event on a
+//! transition, the TTL delete, and the removal of the release finalizer once
+//! a deleted contract is Released.
+//!
+//! The cache's copy only says which contract to look at: every reconcile
+//! that gets past the cheap checks reads the whole contract (one GET, never
+//! a list) and decides from the server's copy, so no write or market call is
+//! built from a cached copy (plan 0018: the cache may then keep less of a
+//! contract than a decision reads).
 //!
 //! A status is written before a call that rents ([`Command::rents`]: that
-//! guarded write stops a stale copy from renting twice), before the
-//! finalizer goes, and once when the reconcile ends; across a read or a
-//! release it is carried to the answer, so a release and its confirmation,
-//! or an acceptance and the guest's first report, are one write. A reconcile
-//! whose cached copy this controller's own write already replaced waits for
-//! the cache ([`crate::own_writes`]).
+//! guarded write stops a copy that went stale meanwhile from renting twice),
+//! before the finalizer goes, and once when the reconcile ends; across a
+//! read or a release it is carried to the answer, so a release and its
+//! confirmation, or an acceptance and the guest's first report, are one
+//! write. A reconcile whose cached copy this controller's own write already
+//! replaced waits for the cache ([`crate::own_writes`]) instead of reading.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,33 +66,33 @@ pub(in crate::requester) async fn reconcile_contract(
     let namespace = contract.namespace().unwrap_or_default();
     ctx.metrics
         .set_contract_phase_counts(rt.indexes.contract_phases(&namespace));
-    // A contract already being deleted waits for its release, not for its TTL
-    // (deleting it again would change nothing, and wake nothing).
-    let verdict = if contract.metadata.deletion_timestamp.is_some() {
-        Ttl::NotFinished
-    } else {
-        ttl::verdict(&contract, ctx.now())
-    };
-    if matches!(verdict, Ttl::Expired) {
-        delete_expired(&ctx.client, &contract).await?;
-        return Ok(Action::await_change());
-    }
     if rt.own_writes.is_behind(contract.as_ref()) {
-        // This controller already wrote over this copy: deciding from it
-        // would repeat that step (a 409 at best). Its own write's event wakes
-        // the contract once the cache has it.
+        // This controller already wrote over this copy, and the event of
+        // that write wakes the contract once the cache has it: reading the
+        // contract now would only decide the same step twice.
         return Ok(Action::requeue(STALE_RECHECK));
     }
-    let (view, handle, market_retry) = market_view(&rt, &contract, &namespace).await;
     // The contract as decided so far: the server's copy (metadata and
     // resourceVersion, which guard the writes) with the status last decided,
     // written or not yet.
-    let mut current = (*contract).clone();
+    let Some(mut current) = read_contract(ctx, &contract).await? else {
+        // Gone since the cache saw it: its deletion event says the rest.
+        return Ok(Action::await_change());
+    };
+    // A contract already being deleted waits for its release, not for its TTL
+    // (deleting it again would change nothing, and wake nothing).
+    let verdict = if current.metadata.deletion_timestamp.is_some() {
+        Ttl::NotFinished
+    } else {
+        ttl::verdict(&current, ctx.now())
+    };
+    if matches!(verdict, Ttl::Expired) {
+        delete_expired(&ctx.client, &current).await?;
+        return Ok(Action::await_change());
+    }
+    let (view, handle, market_retry) = market_view(&rt, &current, &namespace).await;
     // The status the server holds, as far as this reconcile knows.
     let mut on_server = current.status.clone();
-    // Whether `current` is what the server answered to a write of this
-    // reconcile (fresh), rather than the cache's copy (possibly behind).
-    let mut fresh = false;
     let mut observation = Observation::Nothing;
     for _ in 0..MAX_STEPS {
         let inputs = Inputs {
@@ -106,7 +113,6 @@ pub(in crate::requester) async fn reconcile_contract(
             on_server = written.status.take();
             written.status = current.status.take();
             current = written;
-            fresh = true;
         }
         current.status = Some(step.status.clone());
         // A status decided before a call that rents (publish, accept, adopt)
@@ -122,7 +128,6 @@ pub(in crate::requester) async fn reconcile_contract(
             };
             current = written;
             on_server = current.status.clone();
-            fresh = true;
         }
         if step.remove_finalizer {
             remove_release_finalizer(&rt, &current).await?;
@@ -146,12 +151,6 @@ pub(in crate::requester) async fn reconcile_contract(
             // decide only asks for a market call when the view is Ready.
             return Ok(Action::await_change());
         };
-        if matches!(command, Command::Publish) && !fresh && cache_is_behind(ctx, &current).await? {
-            // A copy older than this controller's own last write (a Bidding
-            // written, the copy with it not yet seen) would publish the RFP
-            // again; the newer copy is on its way and wakes this contract.
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
         let started = std::time::Instant::now();
         let operation = command.operation();
         observation = perform(handle, &current, command).await;
@@ -195,24 +194,21 @@ async fn write_status(
     Ok(Some(written))
 }
 
-/// Whether the server holds a newer version of `contract` than the copy
-/// decided from. Read only before a publish decided without a write (a write
-/// guarded by the resourceVersion would have told): one read, no write.
-async fn cache_is_behind(
+/// The contract as the server holds it now; `None` when it is gone.
+///
+/// Read, not taken from the cache: the cache may be behind a write of
+/// another process, or of this one the cache has not yet seen, and a
+/// decision from a copy behind would publish an RFP again or write a 409.
+async fn read_contract(
     ctx: &crate::requester::Context,
     contract: &CachedContract,
-) -> Result<bool> {
+) -> Result<Option<CachedContract>> {
     let namespace = contract.namespace().unwrap_or_default();
     let api: kube::Api<CachedContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
     let name = contract.name_any();
-    let on_server = api
-        .get_opt(&name)
+    api.get_opt(&name)
         .await
-        .map_err(|e| crate::Error::kube(format!("read ComputeContract {namespace}/{name}"), e))?;
-    Ok(
-        on_server
-            .is_some_and(|c| c.metadata.resource_version != contract.metadata.resource_version),
-    )
+        .map_err(|e| crate::Error::kube(format!("read ComputeContract {namespace}/{name}"), e))
 }
 
 /// How long until a finished contract's TTL deletes it (zero: at once); `None`
