@@ -1,182 +1,219 @@
-//! A ComputeContract as the shared cache keeps it (plan 0017 P2).
+//! A ComputeContract as the shared cache keeps it: its read model (plan
+//! 0018 R2).
 //!
-//! Every reconciler reads contracts from the cache, and the Requester
-//! runs them, so the cached form is a [`Resource`] of the contract's group,
-//! version and kind: the Requester's controller, its status writes and its
-//! metadata patches all work on it, and their answers decode into it.
-//! What differs from a [`ComputeContract`] is where the labels and the
-//! annotations are: a `BTreeMap` takes a ~540-byte node however few entries
-//! it holds, and a contract has two labels and one annotation (its
-//! receipt), so as [`StringMap`]s beside the metadata they take about a
-//! tenth of that (`cache_weight`). The receipt annotation, written before
-//! the status holds the receipt so that a restart cannot lose it, is then
-//! `status.receipt` as JSON: it is not kept twice but marked
-//! ([`CachedContract::receipt_annotated`]), about 170 bytes a contract. The
-//! creation time, which nothing reads, is left out. Equal condition
-//! messages share one allocation.
+//! Every reconciler reads contracts from the cache, and 10,000 nodes are
+//! 10,000 cached contracts, so the cache keeps of each what a decision or a
+//! mapper outside the contract's own lifecycle reads, and a digest of what
+//! is only compared: its phase, message, guest and receipt (the claims'
+//! status and the guest watch), its labels (the indexes, the Infra's
+//! entries), its release and adoption (the Infra's and the NodeClaim
+//! controller's decisions), the machine it was rented with, and digests of
+//! its spec and ownerReferences (whether the Infra's apply would change
+//! it). Whatever writes a contract from what it holds (the Requester's
+//! lifecycle, the Infra's release) reads the whole contract from the API
+//! server first ([`crate::requester::WholeContract`], one GET).
+//!
+//! It is a [`Resource`](kube::Resource) of the contract's group, version and
+//! kind, as kube-runtime's store and the Requester's controller need, and it
+//! decodes from a contract's JSON exactly when a [`ComputeContract`] does
+//! (and is then [`CachedContract::from`] it).
 //!
 //! # Guarantees
-//! - It decodes from a contract's JSON exactly when a [`ComputeContract`]
-//!   does, and is then [`CachedContract::from`] it.
-//! - Its JSON is that of the [`ComputeContract`] it converts back to
-//!   (labels and annotations in the metadata), so a write of it sends what
-//!   a write of the whole contract would, less the creation time. A decoded
-//!   contract converts back to the contract it was decoded from, less the
-//!   creation time. (A copy whose `status.receipt` was changed converts back
-//!   with the receipt annotation of the new receipt; only a status write
-//!   sends such a copy, and the server takes only its status.)
-//! - `metadata.labels` and `metadata.annotations` are always `None`: the
-//!   labels are read through [`Labelled`], the receipt annotation through
-//!   [`CachedContract::annotated_receipt`], any other annotation through
-//!   [`CachedContract::annotation`].
+//! - [`CachedContract::receipt`] is what the Requester's `known_receipt` of
+//!   the whole contract is.
+//! - `metadata` keeps the name, namespace, uid, resourceVersion, generation,
+//!   deletionTimestamp and finalizers; `metadata.labels`, `annotations`,
+//!   `ownerReferences`, `creationTimestamp` and `managedFields` are always
+//!   `None` (labels are read through [`Labelled`], owners through
+//!   [`CachedContract::owned_by`]).
+//! - [`CachedContractSpec::digest`] of two decoded contracts are equal
+//!   exactly when their specs are (up to a 64-bit hash collision), and equal
+//!   [`spec_digest`] of the same spec built in this process.
 
-use api::names::RECEIPT_ANNOTATION;
-use api::{ComputeContract, ComputeContractSpec, ComputeContractStatus, Receipt, StringMap};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::object::HasStatus;
-use serde::{Serialize, Serializer};
+use api::names::{INFRA_RELEASED_ANNOTATION, RECEIPT_ANNOTATION};
+use api::{
+    ComputeContract, ComputeContractPhase, ComputeContractSpec, ComputeContractStatus, Guest,
+    Location, Receipt, Resources, StringMap, Text,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::Serialize;
 
 use super::Labelled;
 use super::projection::{KeptMetadata, projection_of};
+use crate::requester::conditions::RELEASED;
 
 /// What the shared cache keeps of a ComputeContract. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedContract {
-    /// Its metadata without labels, annotations, creation time and managed fields.
+    /// Its metadata, less labels, annotations, ownerReferences, creation time and managed fields.
     pub metadata: ObjectMeta,
     /// Its labels.
     pub labels: StringMap,
-    /// Its annotations, less the receipt annotation when
-    /// [`Self::receipt_annotated`].
-    pub annotations: StringMap,
-    /// Whether its receipt annotation, left out of `annotations`, is
-    /// `status.receipt` as JSON (as the Requester writes it).
-    pub receipt_annotated: bool,
-    /// Its spec, as written.
-    pub spec: ComputeContractSpec,
-    /// Its status, as written.
-    pub status: Option<ComputeContractStatus>,
+    /// A digest of each of its ownerReferences ([`owner_digest`]).
+    pub owners: Box<[u64]>,
+    /// Whether the Infra controller itself released it (its release carries
+    /// [`INFRA_RELEASED_ANNOTATION`]).
+    pub released_by_infra: bool,
+    /// Its receipt: `status.receipt`, else the receipt annotation's (written
+    /// first, so that a restart in between cannot lose it).
+    pub receipt: Option<Receipt>,
+    /// What is read of its spec.
+    pub spec: CachedContractSpec,
+    /// What is read of its status; `None` while it has none.
+    pub status: Option<CachedContractStatus>,
+}
+
+/// What the cache keeps of a contract's spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedContractSpec {
+    /// `spec.release`.
+    pub release: bool,
+    /// `spec.resources`: what the machine was rented with.
+    pub resources: Resources,
+    /// `spec.location`: where the machine was rented.
+    pub location: Location,
+    /// `spec.adopt`: the guest it takes over.
+    pub adopt: Option<Box<Receipt>>,
+    /// [`spec_digest`] of the whole spec.
+    pub digest: u64,
+}
+
+/// What the cache keeps of a contract's status.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedContractStatus {
+    /// `status.phase`.
+    pub phase: Option<ComputeContractPhase>,
+    /// `status.message`.
+    pub message: Option<Text>,
+    /// `status.guest`.
+    pub guest: Option<Guest>,
+    /// Whether `status.receipt` is set (not only the receipt annotation).
+    pub receipt_recorded: bool,
+    /// Whether `status.winner` is set: a bid was accepted or a guest taken over.
+    pub won: bool,
+    /// Whether `status.nextAttemptAt` is set: a failed rent is asked again.
+    pub retrying: bool,
+    /// Whether its `Released` condition is True: the market confirmed its
+    /// guest gone or acknowledged the release.
+    pub guest_released: bool,
+}
+
+impl CachedContractStatus {
+    /// Whether the contract failed to rent a machine and will try again (no
+    /// bid came; the Requester asks the market again at `nextAttemptAt`): a
+    /// claim on it waits, it has not failed.
+    #[must_use]
+    pub fn renting_retried(&self) -> bool {
+        self.phase == Some(ComputeContractPhase::Failed) && !self.receipt_recorded && self.retrying
+    }
 }
 
 impl CachedContract {
-    /// The value of its annotation `key`; not the receipt annotation (see
-    /// [`Self::annotated_receipt`]).
+    /// The contract's phase, `None` while its status has none.
     #[must_use]
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        debug_assert_ne!(key, RECEIPT_ANNOTATION, "read by annotated_receipt");
-        self.annotations.get(key)
+    pub fn phase(&self) -> Option<ComputeContractPhase> {
+        self.status.as_ref().and_then(|s| s.phase)
     }
 
-    /// The receipt its receipt annotation records, if it has one that parses.
+    /// Whether one of its ownerReferences is `owner`.
     #[must_use]
-    pub fn annotated_receipt(&self) -> Option<Receipt> {
-        if self.receipt_annotated {
-            return self.status.as_ref().and_then(|s| s.receipt.clone());
-        }
-        self.annotations
-            .get(RECEIPT_ANNOTATION)
-            .and_then(|json| serde_json::from_str(json).ok())
+    pub fn owned_by(&self, owner: &OwnerReference) -> bool {
+        self.owners.contains(&owner_digest(owner))
     }
 }
 
-/// The receipt annotation's value for `receipt`: its JSON. The Requester
-/// writes the annotation with it, and the cache recognises it by it.
-///
-/// # Errors
-/// The receipt does not serialize (it always does: two strings).
-pub fn receipt_annotation(receipt: &Receipt) -> serde_json::Result<String> {
-    serde_json::to_string(receipt)
+/// A digest of `value`'s JSON: equal for equal values, within one process
+/// (the hasher's keys are fixed, its algorithm is the toolchain's).
+fn json_digest<T: Serialize>(value: &T) -> u64 {
+    use std::hash::{DefaultHasher, Hasher as _};
+    let mut hasher = DefaultHasher::new();
+    // These types always serialize; an empty text if one did not would only
+    // make the Infra controller apply a spec it could have left alone.
+    hasher.write(&serde_json::to_vec(value).unwrap_or_default());
+    hasher.finish()
+}
+
+/// The digest the cache keeps of a contract's spec, to compare with the spec
+/// an Infra would apply.
+#[must_use]
+pub fn spec_digest(spec: &ComputeContractSpec) -> u64 {
+    json_digest(spec)
+}
+
+/// The digest the cache keeps of an ownerReference.
+#[must_use]
+pub fn owner_digest(owner: &OwnerReference) -> u64 {
+    json_digest(owner)
 }
 
 impl From<ComputeContract> for CachedContract {
     fn from(contract: ComputeContract) -> Self {
         let ComputeContract {
-            metadata,
+            mut metadata,
             spec,
-            mut status,
+            status,
         } = contract;
-        if let Some(status) = &mut status {
-            // Each was decoded apart: the Bidding and Accepted conditions say
-            // the same of the bid, Ready, Deployed and the message the same
-            // of the guest (about 300 bytes a contract).
-            api::share_equal_messages(&mut status.conditions, status.message.as_mut());
-        }
+        let owners = metadata
+            .owner_references
+            .take()
+            .unwrap_or_default()
+            .iter()
+            .map(owner_digest)
+            .collect();
         let KeptMetadata {
             metadata,
             labels,
-            mut annotations,
-        } = metadata.into();
-        let receipt_annotated = match (
-            annotations.get(RECEIPT_ANNOTATION),
-            status.as_ref().and_then(|s| s.receipt.as_ref()),
-        ) {
-            (Some(written), Some(receipt)) => {
-                receipt_annotation(receipt).is_ok_and(|json| json == written)
-            }
-            _ => false,
-        };
-        if receipt_annotated {
-            annotations.remove(RECEIPT_ANNOTATION);
-        }
-        Self {
-            metadata,
-            labels,
             annotations,
-            receipt_annotated,
-            spec,
-            status,
-        }
-    }
-}
-
-impl From<CachedContract> for ComputeContract {
-    fn from(cached: CachedContract) -> Self {
-        let CachedContract {
-            mut metadata,
-            labels,
-            mut annotations,
-            receipt_annotated,
-            spec,
-            status,
-        } = cached;
-        if receipt_annotated
-            && let Some(json) = status
-                .as_ref()
-                .and_then(|s| s.receipt.as_ref())
-                .and_then(|receipt| receipt_annotation(receipt).ok())
-        {
-            annotations.insert(RECEIPT_ANNOTATION.to_owned(), json);
-        }
-        metadata.labels = (!labels.is_empty()).then(|| labels.into());
-        metadata.annotations = (!annotations.is_empty()).then(|| annotations.into());
+        } = metadata.into();
+        let mut receipt = None;
+        let status = status.map(|status| {
+            let ComputeContractStatus {
+                phase,
+                winner,
+                receipt: recorded,
+                guest,
+                message,
+                next_attempt_at,
+                conditions,
+                ..
+            } = status;
+            let receipt_recorded = recorded.is_some();
+            receipt = recorded;
+            CachedContractStatus {
+                phase,
+                message,
+                guest,
+                receipt_recorded,
+                won: winner.is_some(),
+                retrying: next_attempt_at.is_some(),
+                guest_released: api::find_condition(&conditions, RELEASED)
+                    .is_some_and(api::Condition::is_true),
+            }
+        });
+        let receipt = receipt.or_else(|| {
+            annotations
+                .get(RECEIPT_ANNOTATION)
+                .and_then(|json| serde_json::from_str::<Receipt>(json).ok())
+        });
         Self {
             metadata,
-            spec,
+            labels,
+            owners,
+            released_by_infra: annotations.get(INFRA_RELEASED_ANNOTATION).is_some(),
+            receipt,
+            spec: CachedContractSpec {
+                release: spec.release,
+                digest: spec_digest(&spec),
+                resources: spec.resources,
+                location: spec.location,
+                adopt: spec.adopt,
+            },
             status,
         }
-    }
-}
-
-impl Serialize for CachedContract {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // Only writes serialize one (a status write's body): a copy is cheap there.
-        ComputeContract::from(self.clone()).serialize(serializer)
     }
 }
 
 projection_of!(CachedContract, ComputeContract);
-
-impl HasStatus for CachedContract {
-    type Status = ComputeContractStatus;
-
-    fn status(&self) -> Option<&ComputeContractStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_mut(&mut self) -> &mut Option<ComputeContractStatus> {
-        &mut self.status
-    }
-}
 
 impl Labelled for CachedContract {
     fn label(&self, key: &str) -> Option<&str> {

@@ -56,7 +56,7 @@ mod indexes;
 pub mod join_secret;
 pub mod keep;
 mod labelled;
-mod projection;
+pub(crate) mod projection;
 
 use std::{
     borrow::Cow,
@@ -84,7 +84,7 @@ use tokio::sync::watch;
 
 use api::Cluster;
 pub use claims::Claims;
-pub use contract::CachedContract;
+pub use contract::{CachedContract, CachedContractSpec, CachedContractStatus};
 use decode::{Decoded, Lenient, Undecodable};
 pub use index::Index;
 use index::Indexer;

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 /// annotations, which the projection keeps beside it: a `BTreeMap` takes a
 /// ~540-byte node however few entries it holds. The creation time and the
 /// managed fields, which nothing reads, are dropped.
-pub(super) struct KeptMetadata {
+pub(crate) struct KeptMetadata {
     /// The metadata without labels, annotations, creation time and managed fields.
     pub metadata: ObjectMeta,
     /// Its labels.
@@ -84,4 +84,4 @@ macro_rules! projection_of {
     };
 }
 
-pub(super) use projection_of;
+pub(crate) use projection_of;

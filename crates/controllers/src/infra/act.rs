@@ -4,9 +4,11 @@
 //! field manager `socialweb/infra`.
 //!
 //! # Guarantees
-//! - Contracts are written by server-side apply, forced; releases first keep
+//! - Contracts are written by server-side apply, forced; a release reads the
+//!   contract whole first (the cache keeps less than its spec) and keeps
 //!   every field the controller owns (labels, ownerReference, spec) so
-//!   nothing is dropped.
+//!   nothing is dropped; a contract found gone or already released is left
+//!   alone.
 //! - A delete carries the observed uid and resourceVersion as preconditions, so
 //!   it only removes the exact object decide saw Released (a newer one is a 409:
 //!   requeue). A delete that finds nothing (404) is done. A delete that
@@ -25,14 +27,17 @@
 //!   whose writes failed is decided again (with its Events).
 
 use super::IDENTITY;
+use std::collections::BTreeMap;
+
 use api::{ComputeContract, Infra};
 use futures::StreamExt;
-use kube::{Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 
 use super::decide::InfraPlan;
+use super::objects::released_object;
 use super::{Context, OwnWrites};
-use crate::Result;
 use crate::write::{self, Seen};
+use crate::{Error, Result};
 
 /// Writes `plan` for `infra`: applies, releases, deletes, the status, then the Events.
 ///
@@ -49,6 +54,67 @@ pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan, own: &OwnWrites
     outcome
 }
 
+/// The release applies of a plan, read.
+struct Released {
+    /// Each contract to release as read whole, with `spec.release` set.
+    objects: Vec<ComputeContract>,
+    /// The resourceVersion read of each, by name.
+    read_versions: BTreeMap<String, String>,
+    /// The first read that failed (the rest were read; it is decided again).
+    first_error: Option<Error>,
+}
+
+/// The release applies of `plan`: each contract to release read whole from
+/// the API server. A contract found gone or already released is left out.
+async fn released_objects(
+    ctx: &Context,
+    infra: &Infra,
+    namespace: &str,
+    plan: &InfraPlan,
+) -> Released {
+    let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
+    let reads: Vec<_> = (plan.release.iter())
+        .map(|release| {
+            let api = api.clone();
+            async move {
+                let read = api.get_opt(&release.name).await.map_err(|e| {
+                    Error::kube(
+                        format!(
+                            "read ComputeContract {namespace}/{} to release it",
+                            release.name
+                        ),
+                        e,
+                    )
+                });
+                (release, read)
+            }
+        })
+        .collect();
+    let read: Vec<_> = write::together(reads).collect().await;
+    let mut released = Released {
+        objects: Vec::new(),
+        read_versions: BTreeMap::new(),
+        first_error: None,
+    };
+    for (release, outcome) in read {
+        match outcome {
+            Ok(Some(whole)) if !whole.spec.release => {
+                if let Some(version) = &whole.metadata.resource_version {
+                    (released.read_versions).insert(release.name.clone(), version.clone());
+                }
+                let object = released_object(infra, &whole, &release.name, &release.entry);
+                released.objects.push(object);
+            }
+            // Gone, or released meanwhile: its event decides what follows.
+            Ok(_) => {}
+            Err(error) => {
+                released.first_error.get_or_insert(error);
+            }
+        }
+    }
+    released
+}
+
 async fn write(
     ctx: &Context,
     infra: &Infra,
@@ -61,7 +127,13 @@ async fn write(
     // The applies go out together, then the deletes together
     // (write::together): a Cluster of ten new nodes waited on ten applies in
     // a row before its last contract existed.
-    let contracts: Vec<&ComputeContract> = plan.apply.iter().chain(&plan.release).collect();
+    let released = released_objects(ctx, infra, namespace, plan).await;
+    if let Some(error) = released.first_error {
+        first_error.get_or_insert(error);
+    }
+    let read_versions = released.read_versions;
+    let released = released.objects;
+    let contracts: Vec<&ComputeContract> = plan.apply.iter().chain(&released).collect();
     let applies: Vec<_> = (contracts.iter())
         .map(|contract| write::apply(client, IDENTITY.manager, *contract))
         .collect();
@@ -70,8 +142,8 @@ async fn write(
         let name = contract.name_any();
         match outcome {
             Ok(applied) => {
-                own.applies
-                    .wrote(plan.read_versions.get(&name).map(String::as_str), &applied);
+                let read = (plan.read_versions.get(&name)).or_else(|| read_versions.get(&name));
+                own.applies.wrote(read.map(String::as_str), &applied);
                 tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
             }
             Err(error) => {

@@ -56,7 +56,7 @@ use super::conditions::{self, is_ready};
 use super::events::InfraEvent;
 use super::objects::{
     contract_object, is_current, keep_finalizer_as_is_when_deleting, keep_machine,
-    released_by_infra, released_object,
+    released_by_infra,
 };
 use super::problems::Problems;
 use super::rows::{
@@ -122,15 +122,28 @@ pub struct Deletion {
     pub resource_version: Option<String>,
 }
 
+/// A ComputeContract to release, as `act` finds it: its object name and entry.
+///
+/// The cache keeps less of a contract than its spec, and the release is a
+/// server-side apply of the whole spec, so `act` reads the contract first
+/// (once, when it releases it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// Name of the ComputeContract.
+    pub name: String,
+    /// The entry it belongs to (its contract label).
+    pub entry: String,
+}
+
 /// What one reconcile of an Infra writes.
 #[derive(Clone, Debug, Default)]
 pub struct InfraPlan {
     /// ComputeContracts to server-side apply (create or update), full objects with
     /// labels, the controller ownerReference and the spec from the api mapping.
     pub apply: Vec<ComputeContract>,
-    /// ComputeContracts to server-side apply with `spec.release: true`: their
-    /// current spec with release set, same labels and ownerReference.
-    pub release: Vec<ComputeContract>,
+    /// ComputeContracts to release: `act` reads each whole and server-side
+    /// applies it with `spec.release: true` ([`super::objects::released_object`]).
+    pub release: Vec<Release>,
     /// Released ComputeContracts to delete.
     pub delete: Vec<Deletion>,
     /// The Infra's new status; `Some` only when it differs from the observed one.
@@ -184,7 +197,6 @@ pub fn decide(observed: &Observed<'_>) -> InfraPlan {
     plan.read_versions = plan
         .apply
         .iter()
-        .chain(&plan.release)
         .filter_map(|c| {
             let name = c.metadata.name.as_deref()?;
             let version = cached.get(name)?.metadata.resource_version.clone()?;
@@ -297,7 +309,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
                 // An earlier contract of the same entry is being released: never
                 // un-release it; finish it, and create the new one once it is gone.
                 matched.insert(object_name.clone());
-                release_or_delete(infra, existing, entry, &mut plan);
+                release_or_delete(existing, entry, &mut plan);
                 row(
                     entry,
                     &object_name,
@@ -308,7 +320,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
             Some(existing) => {
                 matched.insert(object_name.clone());
                 let mut desired = contract_object(infra, &object_name, entry, spec);
-                keep_finalizer_as_is_when_deleting(existing, &mut desired);
+                keep_finalizer_as_is_when_deleting(*existing, &mut desired);
                 if keep_machine(existing, &mut desired) {
                     problems
                         .machine_kept
@@ -354,7 +366,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
             );
             continue;
         }
-        release_or_delete(infra, existing, &entry, &mut plan);
+        release_or_delete(existing, &entry, &mut plan);
         push_row(
             &mut rows,
             entry,
@@ -424,8 +436,10 @@ pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
     for (object_name, existing) in &observed {
         let entry = entry_of(&infra_name, existing, object_name);
         if !existing.spec.release {
-            plan.release
-                .push(released_object(infra, existing, object_name, &entry));
+            plan.release.push(Release {
+                name: (*object_name).to_owned(),
+                entry: entry.clone(),
+            });
         }
         push_row(
             &mut rows,
@@ -487,11 +501,13 @@ fn settle_deletions(plan: &mut InfraPlan, observed: &BTreeMap<&str, &CachedContr
 }
 
 /// Releases `existing` if it is not yet released; deletes it once Released.
-fn release_or_delete(infra: &Infra, existing: &CachedContract, entry: &str, plan: &mut InfraPlan) {
+fn release_or_delete(existing: &CachedContract, entry: &str, plan: &mut InfraPlan) {
     let object_name = existing.metadata.name.clone().unwrap_or_default();
     if !existing.spec.release {
-        plan.release
-            .push(released_object(infra, existing, &object_name, entry));
+        plan.release.push(Release {
+            name: object_name,
+            entry: entry.to_owned(),
+        });
     } else if phase(existing) == Some(ComputeContractPhase::Released)
         && existing.metadata.deletion_timestamp.is_none()
     {

@@ -45,7 +45,7 @@ use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent,
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use crate::cache::{CacheReadiness, CachedContract, Claims, Indexes, SharedCaches};
+use crate::cache::{CacheReadiness, CachedContract, Claims, Indexes, Labelled, SharedCaches};
 use crate::reconciler::{self, Identity, Shell};
 use crate::{Error, Result};
 use decide::InfraPlan;
@@ -104,6 +104,13 @@ impl Shell for Reconciler {
     }
 }
 
+/// The Infra a contract belongs to: the one its Infra label names, in its namespace.
+fn infra_of_contract(contract: Arc<CachedContract>) -> Option<ObjectRef<Infra>> {
+    let name = contract.label(api::names::INFRA_NAME_LABEL)?;
+    let namespace = contract.metadata.namespace.as_deref()?;
+    Some(ObjectRef::new(name).within(namespace))
+}
+
 /// The Infra controller over the shared caches.
 ///
 /// Subscribes to the Infra and ComputeContract caches when called (so call it
@@ -115,7 +122,10 @@ pub fn controller(
 ) -> impl Future<Output = ()> + Send + 'static {
     let controller =
         Controller::for_shared_stream(caches.infras.subscribe(), caches.infras.store())
-            .owns_shared_stream(caches.contracts.subscribe())
+            // By the Infra label, not the ownerReference: the cache keeps
+            // only a digest of a contract's owners (plan 0018), and the label
+            // is what this controller finds its contracts by.
+            .watches_shared_stream(caches.contracts.subscribe(), infra_of_contract)
             .owns_shared_stream(caches.atproto_records.subscribe())
             .watches_shared_stream(caches.nodeclaims.subscribe(), {
                 let namespace = ctx.contract_namespace.clone();
@@ -440,7 +450,7 @@ mod tests {
         copy.metadata.name = Some(name.to_owned());
         copy.metadata.uid = Some(uid.to_owned());
         copy.metadata.resource_version = Some(version.to_owned());
-        Arc::new(copy)
+        Arc::new(CachedContract::from(&copy))
     }
 
     #[test]

@@ -10,6 +10,7 @@ use api::{ComputeContract, ComputeContractSpec, Infra};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 
+use crate::cache::contract::spec_digest;
 use crate::cache::{CachedContract, Labelled};
 
 /// The ComputeContract object the Infra controller applies: name, namespace,
@@ -54,18 +55,22 @@ pub fn has_release_finalizer<K: Resource>(contract: &K) -> bool {
 /// existed, or the Requester already removed it) must not get it again: the API
 /// server refuses a new finalizer on a deleting object. Omitting it from the
 /// apply removes nothing, since the object does not have it.
-pub(super) fn keep_finalizer_as_is_when_deleting(
-    existing: &CachedContract,
+pub(super) fn keep_finalizer_as_is_when_deleting<K: Resource>(
+    existing: &K,
     desired: &mut ComputeContract,
 ) {
-    if existing.metadata.deletion_timestamp.is_some() && !has_release_finalizer(existing) {
+    if existing.meta().deletion_timestamp.is_some() && !has_release_finalizer(existing) {
         desired.metadata.finalizers = None;
     }
 }
 
-pub(super) fn released_object(
+/// The contract `existing` (read whole from the API server: a server-side
+/// apply that left out a field of the spec would remove it) with
+/// `spec.release` set, as the Infra applies it.
+#[must_use]
+pub fn released_object(
     infra: &Infra,
-    existing: &CachedContract,
+    existing: &ComputeContract,
     object_name: &str,
     entry: &str,
 ) -> ComputeContract {
@@ -85,7 +90,7 @@ pub(super) fn released_object(
 /// Whether the Infra controller itself released `contract` (its own
 /// release carries [`INFRA_RELEASED_ANNOTATION`]).
 pub(super) fn released_by_infra(contract: &CachedContract) -> bool {
-    contract.annotation(INFRA_RELEASED_ANNOTATION).is_some()
+    contract.released_by_infra
 }
 
 /// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
@@ -115,14 +120,12 @@ pub(super) fn is_current(existing: &CachedContract, desired: &ComputeContract) -
         .iter()
         .flatten()
         .all(|(k, v)| existing.label(k) == Some(v.as_str()));
-    let owners_ok = desired.metadata.owner_references.iter().flatten().all(|o| {
-        existing
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|e| e == o)
-    });
+    let owners_ok = desired
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .all(|o| existing.owned_by(o));
     let finalizer_ok = !has_release_finalizer(desired) || has_release_finalizer(existing);
-    existing.spec == desired.spec && labels_ok && owners_ok && finalizer_ok
+    existing.spec.digest == spec_digest(&desired.spec) && labels_ok && owners_ok && finalizer_ok
 }

@@ -112,12 +112,12 @@ mod tests {
         if deleting {
             copy.metadata.deletion_timestamp = Some(crate::time::to_time(chrono::Utc::now()));
         }
-        copy
+        CachedContract::from(&copy)
     }
 
     fn released(name: &str, uid: &str) -> CachedContract {
         let mut copy = cached(name, uid, false);
-        copy.status = Some(api::ComputeContractStatus {
+        copy.status = Some(crate::cache::CachedContractStatus {
             phase: Some(ComputeContractPhase::Released),
             ..Default::default()
         });

@@ -5,11 +5,11 @@ use api::{Receipt, Winner};
 use kube::ResourceExt;
 use market::{Bid, ContractKey, GuestInfo, RequestForProposal};
 
-use crate::cache::CachedContract;
+use crate::requester::WholeContract;
 
 /// The contract's key at the market: its namespace and name.
 #[must_use]
-pub fn contract_key(contract: &CachedContract) -> ContractKey {
+pub fn contract_key(contract: &WholeContract) -> ContractKey {
     ContractKey::new(
         contract.namespace().unwrap_or_default(),
         contract.name_any(),
@@ -18,7 +18,7 @@ pub fn contract_key(contract: &CachedContract) -> ContractKey {
 
 /// The request for proposal of a contract.
 #[must_use]
-pub fn request_for(contract: &CachedContract) -> RequestForProposal {
+pub fn request_for(contract: &WholeContract) -> RequestForProposal {
     let spec = &contract.spec;
     RequestForProposal {
         contract: contract_key(contract),

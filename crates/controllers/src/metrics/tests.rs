@@ -171,7 +171,7 @@ async fn the_phase_gauge_follows_the_cache() {
             },
         }))
         .unwrap();
-        contract.status = phase.map(|phase| api::ComputeContractStatus {
+        contract.status = phase.map(|phase| crate::cache::CachedContractStatus {
             phase: Some(phase),
             ..Default::default()
         });

@@ -22,7 +22,6 @@ use kube::ResourceExt;
 use super::compose::Problem;
 use super::conditions::reason;
 use crate::cache::{CachedContract, Labelled};
-use crate::requester::contract::decide::known_receipt;
 
 /// A contract entry that holds a guest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,11 +58,11 @@ pub fn holders<'a>(
     let mut existing = BTreeSet::new();
     for contract in contracts {
         existing.insert(contract.name_any());
-        let phase = contract.status.as_ref().and_then(|s| s.phase);
+        let phase = contract.phase();
         let Some(entry) = contract.label(CONTRACT_LABEL) else {
             continue;
         };
-        let recorded = known_receipt(contract).map(|r| r.uri);
+        let recorded = contract.receipt.as_ref().map(|r| r.uri.clone());
         let adopting = contract
             .spec
             .adopt

@@ -156,7 +156,7 @@ mod tests {
                 ..api::ComputeContractStatus::default()
             });
         }
-        contract
+        CachedContract::from(&contract)
     }
 
     #[test]

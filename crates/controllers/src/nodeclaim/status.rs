@@ -13,7 +13,7 @@ use super::conditions::composed::{self, Composition};
 use super::conditions::joined::{self, Graces};
 use super::conditions::{DEPLOYED, Failure, JOINED, deployed, ready};
 use super::root;
-use crate::cache::CachedContract;
+use crate::cache::{CachedContract, CachedContractStatus};
 use crate::time::to_time;
 
 /// What one claim's status is decided from.
@@ -214,7 +214,7 @@ pub(super) fn held_until(
 /// The phase of a composed claim, from its contract.
 fn composed_phase(contract: Option<&CachedContract>) -> NodeClaimPhase {
     let status = contract.and_then(|c| c.status.as_ref());
-    if status.is_some_and(deployed::renting_retried) {
+    if status.is_some_and(CachedContractStatus::renting_retried) {
         return NodeClaimPhase::Requesting;
     }
     match status.and_then(|s| s.phase) {

@@ -59,8 +59,8 @@ async fn every_requester_reconciler_counts_its_failures() {
     let mut registry = Registry::default();
     let rt = runtime(&mut registry);
     let contracts = policy::<crate::cache::CachedContract, Runtime>(super::CONTRACT_METRICS_LABEL);
-    contracts(Arc::new(contract()), &failure(), Arc::clone(&rt));
-    contracts(Arc::new(contract()), &failure(), Arc::clone(&rt));
+    contracts(Arc::new((&contract()).into()), &failure(), Arc::clone(&rt));
+    contracts(Arc::new((&contract()).into()), &failure(), Arc::clone(&rt));
     let requester = Arc::new(requester_with("root", vec![]));
     let roots = policy::<api::Requester, Runtime>(super::ROOT_METRICS_LABEL);
     roots(Arc::clone(&requester), &failure(), Arc::clone(&rt));

@@ -45,6 +45,7 @@ use crate::{CacheReadiness, Clock, SharedCaches};
 
 // The contract lifecycle's public paths as the tests and the manager name them.
 pub use contract::decide::Timing;
+pub use contract::whole::WholeContract;
 pub use contract::{decide, ttl};
 pub use markets::Markets;
 

@@ -1,7 +1,7 @@
 //! Builders and a driver shared by the decide tests.
 // Shared with tests/requester_decide (included there by path), where every
 // builder is used; the crate's own unit tests use a few. Contracts are built
-// as the shared cache keeps them (`CachedContract`), the form decide reads.
+// whole (`WholeContract`), the form decide reads.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ use market::Bid;
 
 use market::{GuestInfo, GuestStatus};
 
-use crate::cache::CachedContract;
+use crate::requester::WholeContract;
 
 use super::decide::{
     Command, FailureKind, Inputs, MarketFailure, MarketView, Observation, Operation, Step, Timing,
@@ -52,7 +52,7 @@ pub fn spec() -> ComputeContractSpec {
     }
 }
 
-pub fn contract() -> CachedContract {
+pub fn contract() -> WholeContract {
     let mut c = ComputeContract::new("nodes-a-node-b", spec());
     c.metadata.namespace = Some("socialweb-system".to_owned());
     c.metadata.generation = Some(1);
@@ -61,12 +61,12 @@ pub fn contract() -> CachedContract {
     c.into()
 }
 
-pub fn with_status(mut c: CachedContract, status: ComputeContractStatus) -> CachedContract {
+pub fn with_status(mut c: WholeContract, status: ComputeContractStatus) -> WholeContract {
     c.status = Some(status);
     c
 }
 
-pub fn with_annotation(mut c: CachedContract, receipt: &Receipt) -> CachedContract {
+pub fn with_annotation(mut c: WholeContract, receipt: &Receipt) -> WholeContract {
     c.annotations = StringMap::from([(
         names::RECEIPT_ANNOTATION.to_owned(),
         serde_json::to_string(receipt).unwrap(),
@@ -106,7 +106,7 @@ pub fn bid(bidder: &str, cost: u64) -> Bid {
 }
 
 /// One decide at `now` with the default timing.
-pub fn step(c: &CachedContract, view: &MarketView, now: DateTime<Utc>, obs: Observation) -> Step {
+pub fn step(c: &WholeContract, view: &MarketView, now: DateTime<Utc>, obs: Observation) -> Step {
     decide(
         Inputs {
             contract: c,
@@ -119,7 +119,7 @@ pub fn step(c: &CachedContract, view: &MarketView, now: DateTime<Utc>, obs: Obse
 }
 
 /// What act does with a step: the annotation, then the status.
-pub fn apply(c: &CachedContract, step: &Step) -> CachedContract {
+pub fn apply(c: &WholeContract, step: &Step) -> WholeContract {
     let mut next = c.clone();
     if let Some(r) = &step.record_receipt {
         next = with_annotation(next, r);
@@ -128,11 +128,11 @@ pub fn apply(c: &CachedContract, step: &Step) -> CachedContract {
     next
 }
 
-pub fn phase(c: &CachedContract) -> Option<Phase> {
+pub fn phase(c: &WholeContract) -> Option<Phase> {
     c.status.as_ref().and_then(|s| s.phase)
 }
 
-pub fn condition<'a>(c: &'a CachedContract, type_: &str) -> &'a api::Condition {
+pub fn condition<'a>(c: &'a WholeContract, type_: &str) -> &'a api::Condition {
     api::find_condition(&c.status.as_ref().unwrap().conditions, type_).unwrap()
 }
 
@@ -167,7 +167,7 @@ pub fn adoptable_guest(contract: &str, owner_did: &str) -> GuestInfo {
 }
 
 /// A Bidding contract that collected one bid (did:web:a, 9) at t0 + 5 s.
-pub fn with_one_bid() -> CachedContract {
+pub fn with_one_bid() -> WholeContract {
     let c = bidding();
     let s = step(
         &c,
@@ -179,7 +179,7 @@ pub fn with_one_bid() -> CachedContract {
 }
 
 /// A contract driven to Bidding at t0 (window of 5 s).
-pub fn bidding() -> CachedContract {
+pub fn bidding() -> WholeContract {
     let c = contract();
     let s = step(&c, &ready(), t0(), Observation::Nothing);
     assert_eq!(s.command, Some(Command::Publish));
@@ -189,7 +189,7 @@ pub fn bidding() -> CachedContract {
 }
 
 /// A contract driven to Accepted with a recorded receipt.
-pub fn accepted() -> CachedContract {
+pub fn accepted() -> WholeContract {
     let c = bidding();
     let later = t0() + secs(5);
     let s = step(
@@ -211,7 +211,7 @@ pub fn accepted() -> CachedContract {
     apply(&c, &s)
 }
 
-pub fn deployed() -> CachedContract {
+pub fn deployed() -> WholeContract {
     let c = accepted();
     let s = step(
         &c,
@@ -224,26 +224,26 @@ pub fn deployed() -> CachedContract {
     apply(&c, &s)
 }
 
-pub fn release(mut c: CachedContract) -> CachedContract {
+pub fn release(mut c: WholeContract) -> WholeContract {
     c.spec.release = true;
     c
 }
 
 /// The contract as the Infra controller creates it: with the release finalizer.
 /// The contract without any finalizer (made by hand, or from before the release finalizer).
-pub fn bare(mut c: CachedContract) -> CachedContract {
+pub fn bare(mut c: WholeContract) -> WholeContract {
     c.metadata.finalizers = None;
     c
 }
 
-pub fn held(mut c: CachedContract) -> CachedContract {
+pub fn held(mut c: WholeContract) -> WholeContract {
     c.metadata.finalizers = Some(vec![names::CONTRACT_RELEASE_FINALIZER.to_owned()]);
     c
 }
 
 /// The contract after a DELETE that its finalizer holds: a deletionTimestamp
 /// and (as the API server does) a new generation.
-pub fn deleted(mut c: CachedContract) -> CachedContract {
+pub fn deleted(mut c: WholeContract) -> WholeContract {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     c.metadata.deletion_timestamp = Some(Time(
         k8s_openapi::jiff::Timestamp::from_second(1_700_000_100).unwrap(),

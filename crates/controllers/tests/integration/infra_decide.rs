@@ -145,10 +145,12 @@ fn removed_entry_is_released_then_deleted_only_once_released() {
     let mut world = World::deployed(&["node-a", "node-b"]);
     world.set_spec(&["node-b"]);
 
-    let plan = world.reconcile();
+    let plan = world.plan();
+    let released = world.released(&plan);
+    world.enact(&plan, usize::MAX);
     assert!(plan.apply.is_empty(), "the remaining entry is untouched");
     assert_eq!(plan.release.len(), 1);
-    let released = &plan.release[0];
+    let released = &released[0];
     assert_eq!(
         released.metadata.name.as_deref(),
         Some(cc_name("node-a").as_str())
@@ -220,7 +222,7 @@ fn recreated_claim_is_a_new_entry_and_the_old_contract_is_released() {
     world.set_spec(&["node-new"]);
     let plan = world.plan();
     let applied: Vec<_> = names(&plan.apply);
-    let released: Vec<_> = names(&plan.release);
+    let released: Vec<_> = names(&world.released(&plan));
     assert_eq!(applied, vec![cc_name("node-new")]);
     assert_eq!(released, vec![cc_name("node-old")]);
     assert!(!plan.apply[0].spec.release);
@@ -452,8 +454,9 @@ fn a_deleting_contract_without_the_finalizer_is_never_given_it() {
     world.start_deletion();
     let plan = world.plan();
     assert_eq!(plan.release.len(), 1);
-    assert!(plan.release[0].spec.release);
-    assert!(!has_release_finalizer(&plan.release[0]));
+    let released = world.released(&plan);
+    assert!(released[0].spec.release);
+    assert!(!has_release_finalizer(&released[0]));
 }
 
 /// A world whose cache does not show `names` and whose reads of them fail.

@@ -84,7 +84,7 @@ fn check_plan(world: &World, plan: &InfraPlan) -> Result<(), TestCaseError> {
         }
         prop_assert!(!object.spec.release);
     }
-    for object in plan.apply.iter().chain(&plan.release) {
+    for object in plan.apply.iter().chain(&world.released(plan)) {
         prop_assert!(
             object
                 .metadata

@@ -23,8 +23,8 @@ mod ttl {
 mod time {
     pub use controllers::time::*;
 }
-mod cache {
-    pub use controllers::cache::*;
+mod requester {
+    pub use controllers::requester::WholeContract;
 }
 
 mod deleting;

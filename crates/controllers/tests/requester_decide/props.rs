@@ -7,7 +7,7 @@
 
 use api::{ComputeContractPhase as Phase, Receipt};
 use chrono::{DateTime, Utc};
-use controllers::cache::CachedContract;
+use controllers::requester::WholeContract;
 use market::{Bid, GuestInfo, GuestStatus, RfpId};
 use proptest::prelude::*;
 
@@ -159,7 +159,7 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 struct World {
-    stored: CachedContract,
+    stored: WholeContract,
     model: Model,
     now: DateTime<Utc>,
     view: MarketView,

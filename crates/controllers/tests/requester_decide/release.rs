@@ -13,7 +13,7 @@ use kube::runtime::events::EventType;
 const LOST: &str = "bidder did:web:a acknowledged the release of at://did:web:a/receipt/1 but its offering names \
                     the endpoint https://new since 2026-12-03T10:00:00Z";
 
-fn released_condition(c: &controllers::cache::CachedContract) -> &api::Condition {
+fn released_condition(c: &controllers::requester::WholeContract) -> &api::Condition {
     condition(c, cond::RELEASED)
 }
 

@@ -5,15 +5,19 @@ use super::decide::{Observation, Step};
 use super::test_fixtures::{apply, ready, secs, step, t0};
 
 /// The decision on `c` at `t0() + seconds`, the market ready.
-pub fn at(c: &controllers::cache::CachedContract, seconds: i64, observation: Observation) -> Step {
+pub fn at(
+    c: &controllers::requester::WholeContract,
+    seconds: i64,
+    observation: Observation,
+) -> Step {
     step(c, &ready(), t0() + secs(seconds), observation)
 }
 
 /// `c` once [`at`]'s decision is applied.
 pub fn after(
-    c: &controllers::cache::CachedContract,
+    c: &controllers::requester::WholeContract,
     seconds: i64,
     observation: Observation,
-) -> controllers::cache::CachedContract {
+) -> controllers::requester::WholeContract {
     apply(c, &at(c, seconds, observation))
 }

@@ -1,5 +1,5 @@
-//! A contract is cached with its labels and annotations beside its metadata,
-//! and writes back as the contract it came from.
+//! The read model keeps what its readers read, decoded from a contract's
+//! JSON as the watch delivers it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, RECEIPT_ANNOTATION};
@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::cache::decode::Decoded;
-use kube::Resource;
 
 fn contract_json() -> Value {
     json!({
@@ -28,7 +27,11 @@ fn contract_json() -> Value {
             "resources": {"cpus": 2, "memory": 4096, "disk": 40, "network": 1000},
             "secretsRef": {"name": "join-node-1"}, "location": {"country": "DE"},
         },
-        "status": {"phase": "Deployed", "message": "on the network"},
+        "status": {
+            "phase": "Deployed", "message": "on the network",
+            "guest": {"provider": "did:web:b", "address": "10.0.0.1", "nodeId": "n-1"},
+            "winner": {"bidder": "did:web:b", "cost": 95, "currency": "EUR"},
+        },
     })
 }
 
@@ -39,167 +42,119 @@ fn cached(value: Value) -> CachedContract {
     }
 }
 
+fn receipt(guest: &str, cid: &str) -> Receipt {
+    Receipt {
+        uri: format!("local://guests/{guest}"),
+        cid: cid.to_owned(),
+    }
+}
+
 #[test]
-fn labels_and_annotations_are_kept_beside_the_metadata() {
+fn it_keeps_what_the_readers_read() {
     let contract = cached(contract_json());
     assert_eq!(contract.label(CONTRACT_LABEL), Some("node-1"));
     assert_eq!(contract.label(INFRA_NAME_LABEL), Some("nodes-a"));
-    assert_eq!(contract.annotated_receipt(), Some(receipt("g-1")));
-    assert!(
-        !contract.receipt_annotated,
-        "the status holds no receipt: the annotation is kept as written"
-    );
-    assert_eq!(contract.metadata.labels, None);
-    assert_eq!(contract.metadata.annotations, None);
-    assert_eq!(
-        contract.metadata.creation_timestamp, None,
-        "nothing reads it"
-    );
     assert_eq!(contract.metadata.uid.as_deref(), Some("u1"));
-    assert_eq!(
-        contract.metadata.owner_references.as_ref().unwrap().len(),
-        1
-    );
-    assert_eq!(
-        contract.status().and_then(|s| s.message.as_deref()),
-        Some("on the network")
-    );
-}
-
-#[test]
-fn it_writes_back_as_the_contract_it_came_from() {
-    let mut expected = contract_json();
-    expected["metadata"]
-        .as_object_mut()
-        .unwrap()
-        .remove("creationTimestamp");
-    let whole: ComputeContract = serde_json::from_value(expected).unwrap();
-    let contract = cached(contract_json());
-    assert_eq!(
-        serde_json::to_value(ComputeContract::from(contract.clone())).unwrap(),
-        serde_json::to_value(&whole).unwrap()
-    );
-    assert_eq!(
-        serde_json::to_value(&contract).unwrap(),
-        serde_json::to_value(&whole).unwrap()
-    );
-    // Cached again from its own JSON (a write's answer), it is the same.
-    assert_eq!(cached(serde_json::to_value(&contract).unwrap()), contract);
-}
-
-fn receipt(guest: &str) -> Receipt {
-    Receipt {
-        uri: format!("local://guests/{guest}"),
-        cid: "sha256:00".to_owned(),
-    }
-}
-
-/// The contract with `status.receipt` of guest `guest`.
-fn with_status_receipt(guest: &str) -> Value {
-    let mut value = contract_json();
-    value["status"]["receipt"] = serde_json::to_value(receipt(guest)).unwrap();
-    value
-}
-
-#[test]
-fn a_receipt_annotation_that_is_the_status_receipt_is_not_kept_twice() {
-    let value = with_status_receipt("g-1");
-    let contract = cached(value.clone());
-    assert!(contract.receipt_annotated);
-    assert!(contract.annotations.is_empty(), "its text is not kept");
-    assert_eq!(contract.annotated_receipt(), Some(receipt("g-1")));
-    // It writes back as it came, the annotation's text included.
-    let mut expected = value;
-    expected["metadata"]
-        .as_object_mut()
-        .unwrap()
-        .remove("creationTimestamp");
-    let whole: ComputeContract = serde_json::from_value(expected).unwrap();
-    assert_eq!(
-        serde_json::to_value(&contract).unwrap(),
-        serde_json::to_value(&whole).unwrap()
-    );
-    assert_eq!(cached(serde_json::to_value(&contract).unwrap()), contract);
-}
-
-#[test]
-fn a_receipt_annotation_that_differs_from_the_status_is_kept_as_written() {
-    // Another receipt, and the same one written by someone else's hand.
-    for annotation in [
-        "{\"uri\":\"local://guests/g-1\",\"cid\":\"sha256:00\"}",
-        "{\"cid\":\"sha256:00\",\"uri\":\"local://guests/g-2\"}",
+    assert_eq!(contract.metadata.resource_version.as_deref(), Some("59"));
+    assert_eq!(contract.metadata.finalizers.as_ref().map(Vec::len), Some(1));
+    for (field, absent) in [
+        ("labels", contract.metadata.labels.is_none()),
+        ("annotations", contract.metadata.annotations.is_none()),
+        (
+            "ownerReferences",
+            contract.metadata.owner_references.is_none(),
+        ),
+        (
+            "creationTimestamp",
+            contract.metadata.creation_timestamp.is_none(),
+        ),
     ] {
-        let mut value = with_status_receipt("g-2");
-        value["metadata"]["annotations"][RECEIPT_ANNOTATION] = annotation.into();
-        let contract = cached(value);
-        assert!(!contract.receipt_annotated, "{annotation}");
-        let written = serde_json::to_value(&contract).unwrap();
-        assert_eq!(
-            written["metadata"]["annotations"][RECEIPT_ANNOTATION],
-            annotation
-        );
+        assert!(absent, "metadata.{field} is not kept");
     }
-    let mut value = with_status_receipt("g-2");
-    value["metadata"]["annotations"][RECEIPT_ANNOTATION] =
-        "{\"uri\":\"local://guests/g-1\",\"cid\":\"sha256:00\"}".into();
+    assert_eq!(contract.phase(), Some(ComputeContractPhase::Deployed));
+    let status = contract.status.as_ref().unwrap();
+    assert_eq!(status.message.as_deref(), Some("on the network"));
     assert_eq!(
-        cached(value).annotated_receipt(),
-        Some(receipt("g-1")),
-        "the annotation's receipt, not the status's"
+        status.guest.as_ref().and_then(|g| g.node_id.as_deref()),
+        Some("n-1")
     );
+    assert!(status.won);
+    assert!(!status.retrying);
+    assert_eq!(contract.spec.resources.cpus, 2);
+    assert_eq!(contract.spec.location.country, "DE");
+    assert!(!contract.spec.release);
+    assert!(!contract.released_by_infra);
 }
 
 #[test]
-fn a_contract_without_labels_or_annotations_has_none_written_back() {
-    let mut bare = contract_json();
-    let meta = bare["metadata"].as_object_mut().unwrap();
-    meta.remove("labels");
-    meta.remove("annotations");
-    let contract = cached(bare);
-    assert!(contract.labels.is_empty() && contract.annotations.is_empty());
-    let written = serde_json::to_value(&contract).unwrap();
-    assert_eq!(written["metadata"].get("labels"), None);
-    assert_eq!(written["metadata"].get("annotations"), None);
+fn the_receipt_is_the_status_one_else_the_annotated_one() {
+    let annotated_only = cached(contract_json());
+    assert_eq!(annotated_only.receipt, Some(receipt("g-1", "sha256:00")));
+    assert!(!annotated_only.status.as_ref().unwrap().receipt_recorded);
+
+    let mut json = contract_json();
+    json["status"]["receipt"] = json!({"uri": "local://guests/g-2", "cid": "sha256:02"});
+    let recorded = cached(json);
+    assert_eq!(
+        recorded.receipt,
+        Some(receipt("g-2", "sha256:02")),
+        "the status's receipt wins over the annotation"
+    );
+    assert!(recorded.status.as_ref().unwrap().receipt_recorded);
+
+    let mut json = contract_json();
+    json.as_object_mut().unwrap().remove("status");
+    let no_status = cached(json);
+    assert_eq!(
+        no_status.receipt,
+        Some(receipt("g-1", "sha256:00")),
+        "a receipt annotated before any status was written is still held"
+    );
+    assert!(no_status.status.is_none());
 }
 
 #[test]
-fn it_is_watched_and_written_as_a_compute_contract() {
-    assert_eq!(CachedContract::kind(&()), "ComputeContract");
-    assert_eq!(
-        CachedContract::api_version(&()),
-        ComputeContract::api_version(&())
-    );
-    assert_eq!(
-        CachedContract::url_path(&(), Some("ns")),
-        ComputeContract::url_path(&(), Some("ns"))
-    );
+fn the_spec_digest_tells_exactly_when_the_spec_differs() {
+    let contract = cached(contract_json());
+    let whole: ComputeContract = serde_json::from_value(contract_json()).unwrap();
+    assert_eq!(contract.spec.digest, spec_digest(&whole.spec));
+    let mut released = whole.spec.clone();
+    released.release = true;
+    assert_ne!(contract.spec.digest, spec_digest(&released));
+    let mut elsewhere = whole.spec.clone();
+    elsewhere.owner_did = Some("did:plc:b".to_owned());
+    assert_ne!(contract.spec.digest, spec_digest(&elsewhere));
 }
 
 #[test]
-fn equal_condition_messages_share_one_allocation_and_write_back_unchanged() {
-    let mut value = contract_json();
-    let condition = |type_: &str, message: &str| {
-        json!({"type": type_, "status": "True", "reason": "Deployed", "message": message,
-               "lastTransitionTime": "2026-12-05T04:26:47Z", "observedGeneration": 1})
+fn it_knows_its_owners_by_digest() {
+    let contract = cached(contract_json());
+    let whole: ComputeContract = serde_json::from_value(contract_json()).unwrap();
+    let owner = whole.metadata.owner_references.unwrap().remove(0);
+    assert!(contract.owned_by(&owner));
+    let other = OwnerReference {
+        uid: "u9".to_owned(),
+        ..owner
     };
-    value["status"]["conditions"] = json!([
-        condition("Accepted", "the bid of did:web:a was accepted"),
-        condition("Ready", "on the network"),
-        condition("Bidding", "the bid of did:web:a was accepted"),
-        condition("Deployed", "on the network"),
-    ]);
-    let contract = cached(value.clone());
-    let status = contract.status().unwrap();
-    let [accepted, ready, bidding, deployed] = &status.conditions[..] else {
-        panic!("four conditions");
-    };
-    assert!(bidding.message.shares(&accepted.message));
-    assert!(deployed.message.shares(&ready.message));
-    assert!(status.message.as_ref().unwrap().shares(&ready.message));
-    let mut expected: ComputeContract = serde_json::from_value(value).unwrap();
-    expected.metadata.creation_timestamp = None;
-    assert_eq!(
-        serde_json::to_value(&contract).unwrap(),
-        serde_json::to_value(&expected).unwrap()
-    );
+    assert!(!contract.owned_by(&other));
+}
+
+#[test]
+fn a_release_by_the_infra_and_a_retried_rent_are_told() {
+    let mut json = contract_json();
+    json["metadata"]["annotations"][INFRA_RELEASED_ANNOTATION] = json!("true");
+    json["spec"]["release"] = json!(true);
+    let released = cached(json);
+    assert!(released.released_by_infra);
+    assert!(released.spec.release);
+
+    let mut json = contract_json();
+    json["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    json["status"] = json!({"phase": "Failed", "nextAttemptAt": "2026-12-05T05:00:00Z"});
+    let retried = cached(json);
+    assert!(retried.status.as_ref().unwrap().renting_retried());
+    assert_eq!(retried.receipt, None);
 }

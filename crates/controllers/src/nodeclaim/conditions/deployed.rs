@@ -12,22 +12,19 @@
 //! is the verdict's deadline. A failed contract, a lost guest and a contract
 //! released by hand fail the claim.
 
-use api::{
-    ComputeContractPhase, ComputeContractStatus, Condition, ConditionStatus, ContractState, Infra,
-    find_condition,
-};
+use api::{ComputeContractPhase, Condition, ConditionStatus, ContractState, Infra, find_condition};
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{DEPLOYED, Verdict, condition, reason, running_guest};
-use crate::cache::CachedContract;
+use crate::cache::{CachedContract, CachedContractStatus};
 use crate::time::{from_time, to_time};
 
 /// The Deployed condition of a composed claim whose contract reports `status`.
 #[must_use]
 pub fn observe(
     previous: Option<&Condition>,
-    status: Option<&ComputeContractStatus>,
+    status: Option<&CachedContractStatus>,
     loss_grace: u32,
     generation: Option<i64>,
     now: DateTime<Utc>,
@@ -47,7 +44,7 @@ pub fn observe(
     let was_deployed =
         previous.is_some_and(|c| c.is_true() || c.reason == reason::GUEST_UNREACHABLE);
 
-    if status.is_some_and(renting_retried) {
+    if status.is_some_and(CachedContractStatus::renting_retried) {
         return settled(
             ConditionStatus::False,
             reason::RENT_RETRYING,
@@ -133,16 +130,6 @@ pub fn observe(
         ),
     };
     settled(ConditionStatus::False, reason, message)
-}
-
-/// Whether the contract failed to rent a machine and will try again (no
-/// bid came; the Requester asks the market again at `nextAttemptAt`): the
-/// claim waits, it has not failed.
-#[must_use]
-pub fn renting_retried(status: &ComputeContractStatus) -> bool {
-    status.phase == Some(ComputeContractPhase::Failed)
-        && status.receipt.is_none()
-        && status.next_attempt_at.is_some()
 }
 
 /// What a composed claim sees once the Infra controller marked its entry's

@@ -11,7 +11,8 @@
 //! Pure. Each grace fires exactly at `start + grace`; before that its instant
 //! is the verdict's deadline. A join timeout and a lost node fail the claim.
 
-use api::{ComputeContractStatus, Condition, ConditionStatus};
+use crate::cache::CachedContractStatus;
+use api::{Condition, ConditionStatus};
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -33,7 +34,7 @@ pub struct Graces {
 pub fn observe(
     previous: Option<&Condition>,
     deployed_since: Option<DateTime<Utc>>,
-    status: Option<&ComputeContractStatus>,
+    status: Option<&CachedContractStatus>,
     graces: Graces,
     generation: Option<i64>,
     now: DateTime<Utc>,

@@ -13,9 +13,8 @@ pub mod composed;
 pub mod deployed;
 pub mod joined;
 
-use api::{
-    ComputeContractPhase, ComputeContractStatus, Condition, ConditionStatus, Guest, find_condition,
-};
+use crate::cache::CachedContractStatus;
+use api::{ComputeContractPhase, Condition, ConditionStatus, Guest, find_condition};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -156,7 +155,7 @@ impl Verdict {
 
 /// The guest of a contract whose machine runs (Deployed, a guest reported).
 #[must_use]
-pub fn running_guest(status: Option<&ComputeContractStatus>) -> Option<&Guest> {
+pub fn running_guest(status: Option<&CachedContractStatus>) -> Option<&Guest> {
     status
         .filter(|s| s.phase == Some(ComputeContractPhase::Deployed))
         .and_then(|s| s.guest.as_ref())

@@ -36,6 +36,7 @@ use super::ttl::{self, Ttl};
 use crate::cache::CachedContract;
 use crate::market_adapter::mapping::{contract_key, from_market, request_for, to_market};
 use crate::requester::Runtime;
+use crate::requester::WholeContract;
 use crate::requester::markets::{MarketHandle, select_requester};
 use crate::write::{self, Seen};
 use crate::{Error, Result};
@@ -172,9 +173,9 @@ pub(in crate::requester) async fn reconcile_contract(
 /// and metric. `None` when the contract is gone.
 async fn write_status(
     rt: &Runtime,
-    current: &CachedContract,
+    current: &WholeContract,
     on_server: Option<&ComputeContractStatus>,
-) -> Result<Option<CachedContract>> {
+) -> Result<Option<WholeContract>> {
     let Some(status) = current.status.clone() else {
         return Ok(Some(current.clone()));
     };
@@ -202,9 +203,9 @@ async fn write_status(
 async fn read_contract(
     ctx: &crate::requester::Context,
     contract: &CachedContract,
-) -> Result<Option<CachedContract>> {
+) -> Result<Option<WholeContract>> {
     let namespace = contract.namespace().unwrap_or_default();
-    let api: kube::Api<CachedContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
+    let api: kube::Api<WholeContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
     let name = contract.name_any();
     api.get_opt(&name)
         .await
@@ -213,7 +214,7 @@ async fn read_contract(
 
 /// How long until a finished contract's TTL deletes it (zero: at once); `None`
 /// while it is not finished, has an owner, or is being deleted already.
-fn ttl_wait(contract: &CachedContract, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+fn ttl_wait(contract: &WholeContract, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
     if contract.metadata.deletion_timestamp.is_some() {
         return None;
     }
@@ -236,7 +237,7 @@ fn requeue(after: Option<Duration>) -> Action {
 /// contract would hear of).
 async fn market_view(
     rt: &Runtime,
-    contract: &CachedContract,
+    contract: &WholeContract,
     namespace: &str,
 ) -> (MarketView, Option<MarketHandle>, Option<Duration>) {
     let requester = {
@@ -273,7 +274,7 @@ async fn market_view(
     // contract's reconcile, made a scale-up cost n^2.
     let in_flight = rt.indexes.contracts_in_flight_besides(
         namespace,
-        &kube::runtime::reflector::ObjectRef::from_obj(contract),
+        &kube::runtime::reflector::ObjectRef::new(&contract.name_any()).within(namespace),
     );
     let view = MarketView::Ready {
         requester: name,
@@ -285,7 +286,7 @@ async fn market_view(
 }
 
 /// The contract's RFP id: remembered, or asked for again with an idempotent publish.
-async fn rfp_id(handle: &MarketHandle, contract: &CachedContract) -> Result<RfpId, Observation> {
+async fn rfp_id(handle: &MarketHandle, contract: &WholeContract) -> Result<RfpId, Observation> {
     let key = contract_key(contract);
     if let Some(id) = handle.rfp(&key) {
         return Ok(id);
@@ -308,11 +309,7 @@ fn failed(operation: Operation, error: &market::MarketError) -> Observation {
 }
 
 /// Makes one market call and reports what the market said.
-async fn perform(
-    handle: &MarketHandle,
-    contract: &CachedContract,
-    command: Command,
-) -> Observation {
+async fn perform(handle: &MarketHandle, contract: &WholeContract, command: Command) -> Observation {
     let market = &handle.market;
     let operation = command.operation();
     debug!(?operation, "market call");
@@ -373,14 +370,13 @@ const MANAGER: &str = crate::requester::IDENTITY.manager;
 /// guarded by the resourceVersion read); `None` when the contract is gone.
 async fn write_receipt_annotation(
     client: &kube::Client,
-    contract: &CachedContract,
+    contract: &WholeContract,
     receipt: &Receipt,
-) -> Result<Option<CachedContract>> {
-    let value =
-        crate::cache::contract::receipt_annotation(receipt).map_err(|e| Error::Invalid {
-            object: write::describe_object(contract),
-            reason: format!("receipt does not serialize: {e}"),
-        })?;
+) -> Result<Option<WholeContract>> {
+    let value = super::whole::receipt_annotation(receipt).map_err(|e| Error::Invalid {
+        object: write::describe_object(contract),
+        reason: format!("receipt does not serialize: {e}"),
+    })?;
     let metadata = serde_json::Map::from_iter([(
         "annotations".to_owned(),
         json!({ names::RECEIPT_ANNOTATION: value }),
@@ -398,8 +394,8 @@ async fn write_receipt_annotation(
 /// finalizer of a newer object.
 /// The removal is recorded: a reconcile of the copy it replaced (queued
 /// meanwhile) would send it again to a contract that is gone.
-async fn remove_release_finalizer(rt: &Runtime, contract: &CachedContract) -> Result<()> {
-    let (_, written) = write::remove_finalizer_written::<CachedContract>(
+async fn remove_release_finalizer(rt: &Runtime, contract: &WholeContract) -> Result<()> {
+    let (_, written) = write::remove_finalizer_written::<WholeContract>(
         &rt.ctx.client,
         MANAGER,
         &Seen::of(contract),
@@ -416,14 +412,14 @@ async fn remove_release_finalizer(rt: &Runtime, contract: &CachedContract) -> Re
 
 /// Deletes a finished contract whose TTL ran out: exactly the object read (uid
 /// and resourceVersion), so one that changed since is decided again.
-async fn delete_expired(client: &kube::Client, contract: &CachedContract) -> Result<()> {
-    if write::delete_if_present::<CachedContract>(client, &Seen::of(contract)).await? {
+async fn delete_expired(client: &kube::Client, contract: &WholeContract) -> Result<()> {
+    if write::delete_if_present::<WholeContract>(client, &Seen::of(contract)).await? {
         info!("finished contract deleted after ttlSecondsAfterFinished");
     }
     Ok(())
 }
 
-async fn publish_event(rt: &Runtime, contract: &CachedContract, event: ContractEvent) {
+async fn publish_event(rt: &Runtime, contract: &WholeContract, event: ContractEvent) {
     if let Err(error) = rt
         .ctx
         .recorder

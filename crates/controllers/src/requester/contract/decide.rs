@@ -49,7 +49,7 @@ pub use super::events::{ContractEvent, release_finished, transition_event};
 pub use super::lifecycle::{
     Command, FailureKind, MarketFailure, MarketView, Observation, Operation, Timing,
 };
-use crate::cache::CachedContract;
+use crate::requester::WholeContract;
 use crate::requester::conditions as cond;
 use crate::time::{self, from_time, until};
 
@@ -74,7 +74,7 @@ pub struct Step {
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs<'a> {
     /// The contract as last written (status included).
-    pub contract: &'a CachedContract,
+    pub contract: &'a WholeContract,
     /// The namespace's market.
     pub market: &'a MarketView,
     /// Poll and retry intervals.
@@ -85,7 +85,7 @@ pub struct Inputs<'a> {
 
 /// The contract's receipt: from status, or from the annotation when status lost it.
 #[must_use]
-pub fn known_receipt(contract: &CachedContract) -> Option<Receipt> {
+pub fn known_receipt(contract: &WholeContract) -> Option<Receipt> {
     contract
         .status
         .as_ref()

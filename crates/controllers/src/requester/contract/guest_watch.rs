@@ -29,7 +29,6 @@ use kube::runtime::reflector::ObjectRef;
 use market::{GuestStatus, MarketError};
 use tracing::{debug, warn};
 
-use super::decide::known_receipt;
 use crate::cache::CachedContract;
 use crate::market_adapter::mapping::to_market;
 use crate::requester::Runtime;
@@ -47,10 +46,10 @@ pub fn watched_receipt(contract: &CachedContract) -> Option<Receipt> {
         .is_some_and(|guest| guest.node_id.is_some());
     let settled = status.phase == Some(Phase::Deployed)
         && registered
-        && status.winner.is_some()
+        && status.won
         && !contract.spec.release
         && contract.metadata.deletion_timestamp.is_none();
-    settled.then(|| known_receipt(contract)).flatten()
+    settled.then(|| contract.receipt.clone()).flatten()
 }
 
 /// Whether the market's answer about a watched contract's guest differs from
@@ -179,6 +178,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use crate::requester::WholeContract;
     use crate::requester::contract::decide::Observation;
     use crate::requester::test_fixtures::{
         apply, deleted, deployed, ready, release, secs, step, t0,
@@ -192,7 +192,7 @@ mod tests {
     }
 
     /// A Deployed contract whose guest registered node n1 at 10.0.0.7.
-    fn registered() -> CachedContract {
+    fn registered() -> WholeContract {
         let c = deployed();
         let s = step(
             &c,
@@ -206,7 +206,7 @@ mod tests {
     #[test]
     fn a_registered_contract_waits_for_the_watch_instead_of_polling() {
         let c = registered();
-        assert!(watched_receipt(&c).is_some());
+        assert!(watched_receipt(&CachedContract::from(&c)).is_some());
         let again = step(
             &c,
             &ready(),
@@ -233,7 +233,11 @@ mod tests {
             ("being deleted", deleted(registered())),
             ("still booting", booting),
         ] {
-            assert_eq!(watched_receipt(&contract), None, "{what}");
+            assert_eq!(
+                watched_receipt(&CachedContract::from(&contract)),
+                None,
+                "{what}"
+            );
         }
     }
 
@@ -274,13 +278,17 @@ mod tests {
             };
             let decided = step(&c, &ready(), t0() + secs(70), observation);
             let changes = Some(&decided.status) != c.status.as_ref();
-            assert_eq!(needs_look(&c, &answer), changes, "{what}");
+            assert_eq!(
+                needs_look(&CachedContract::from(&c), &answer),
+                changes,
+                "{what}"
+            );
         }
     }
 
     #[test]
     fn a_market_that_cannot_answer_now_wakes_nothing_and_a_refused_receipt_wakes() {
-        let c = registered();
+        let c = CachedContract::from(&registered());
         let unavailable = Err(MarketError::Unavailable {
             operation: market::Operation::GuestStatus,
             reason: "down".to_owned(),

@@ -12,9 +12,12 @@
 //! - [`ttl`]: finished ownerless contracts are deleted after their TTL.
 //! - `guest_watch`: one market call per round for the guests of the
 //!   Deployed contracts, waking only those whose guest changed.
+//! - [`whole`]: the whole contract as a reconcile reads it from the API
+//!   server and decides from it (the cache keeps a read model).
 
 pub mod decide;
 pub mod ttl;
+pub mod whole;
 
 pub(super) mod act;
 mod events;

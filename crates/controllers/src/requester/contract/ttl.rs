@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::decide::known_receipt;
 use crate::cache::CachedContract;
+use crate::requester::WholeContract;
 use crate::requester::conditions as cond;
 use crate::time::{from_time, until};
 
@@ -33,25 +34,39 @@ pub enum Ttl {
 
 /// Whether the contract is finished and holds no guest.
 #[must_use]
-pub fn finished_without_guest(contract: &CachedContract) -> bool {
+pub fn finished_without_guest(contract: &WholeContract) -> bool {
     let Some(status) = contract.status.as_ref() else {
         return false;
     };
-    match status.phase {
+    let rented = known_receipt(contract).is_some() || status.winner.is_some();
+    let guest_released = api::find_condition(&status.conditions, cond::RELEASED)
+        .is_some_and(api::Condition::is_true);
+    finished_holding_nothing(status.phase, rented, guest_released)
+}
+
+/// [`finished_without_guest`] of a contract as the cache keeps it.
+#[must_use]
+pub fn cached_finished_without_guest(contract: &CachedContract) -> bool {
+    let Some(status) = contract.status.as_ref() else {
+        return false;
+    };
+    let rented = contract.receipt.is_some() || status.won;
+    finished_holding_nothing(status.phase, rented, status.guest_released)
+}
+
+/// Released; or Failed with nothing rented (no receipt, no winner) or with
+/// its guest confirmed gone (`Released=True`).
+fn finished_holding_nothing(phase: Option<Phase>, rented: bool, guest_released: bool) -> bool {
+    match phase {
         Some(Phase::Released) => true,
-        Some(Phase::Failed) => {
-            let nothing_rented = known_receipt(contract).is_none() && status.winner.is_none();
-            let guest_gone = api::find_condition(&status.conditions, cond::RELEASED)
-                .is_some_and(api::Condition::is_true);
-            nothing_rented || guest_gone
-        }
+        Some(Phase::Failed) => !rented || guest_released,
         _ => false,
     }
 }
 
 /// The TTL verdict for `contract` at `now`.
 #[must_use]
-pub fn verdict(contract: &CachedContract, now: DateTime<Utc>) -> Ttl {
+pub fn verdict(contract: &WholeContract, now: DateTime<Utc>) -> Ttl {
     if !finished_without_guest(contract) {
         return Ttl::NotFinished;
     }

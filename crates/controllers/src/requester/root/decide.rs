@@ -23,7 +23,7 @@ use kube::ResourceExt;
 use crate::cache::CachedContract;
 use crate::market_adapter::{self, Readiness};
 use crate::requester::conditions as cond;
-use crate::requester::contract::ttl::finished_without_guest;
+use crate::requester::contract::ttl::cached_finished_without_guest;
 
 /// How often a deleting Requester checks on its Infras and contracts.
 pub const CLEANUP_POLL: Duration = Duration::from_secs(2);
@@ -199,7 +199,7 @@ pub fn deleting(inputs: DeletingInputs<'_>) -> DeletePlan<'_> {
             .contracts
             .iter()
             .map(AsRef::as_ref)
-            .filter(|c| c.metadata.deletion_timestamp.is_none() && finished_without_guest(c))
+            .filter(|c| c.metadata.deletion_timestamp.is_none() && cached_finished_without_guest(c))
             .collect()
     } else {
         Vec::new()

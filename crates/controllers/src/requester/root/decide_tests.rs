@@ -55,7 +55,7 @@ fn named(name: &str, phase: Option<Phase>) -> Arc<CachedContract> {
         },
     );
     c.metadata.name = Some(name.to_owned());
-    Arc::new(c)
+    Arc::new(CachedContract::from(&c))
 }
 
 fn ready_condition(status: &RequesterStatus) -> &api::Condition {

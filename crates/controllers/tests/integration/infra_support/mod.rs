@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use controllers::cache::CachedContract;
 use controllers::infra::claims::ClaimsSeen;
 use controllers::infra::decide::{InfraPlan, Observed, decide, unseen_contracts};
+use controllers::infra::objects::released_object;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -281,6 +282,20 @@ impl World {
         }
     }
 
+    /// The release applies of `plan`, as act makes them: each contract to
+    /// release read whole (here, the world's copy), with `spec.release` set;
+    /// one gone or already released is left alone.
+    pub fn released(&self, plan: &InfraPlan) -> Vec<ComputeContract> {
+        plan.release
+            .iter()
+            .filter_map(|release| {
+                let whole = self.contracts.get(&release.name)?;
+                (!whole.spec.release)
+                    .then(|| released_object(&self.infra, whole, &release.name, &release.entry))
+            })
+            .collect()
+    }
+
     /// Enacts the first `limit` writes of `plan` (apply, release, delete, status, finalizer
     /// in that order, as act does); `usize::MAX` enacts all of it. A smaller limit is a crash.
     pub fn enact(&mut self, plan: &InfraPlan, limit: usize) {
@@ -301,7 +316,7 @@ impl World {
                 .push(Write::Apply(object.metadata.name.clone().unwrap()));
             self.upsert(object);
         }
-        for object in &plan.release {
+        for object in &self.released(plan) {
             if !spend() {
                 return;
             }
