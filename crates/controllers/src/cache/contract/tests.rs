@@ -2,37 +2,19 @@
 //! JSON as the watch delivers it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, RECEIPT_ANNOTATION};
+use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL};
 use serde_json::{Value, json};
 
 use super::*;
 use crate::cache::decode::Decoded;
 
+/// The whole contract's fixture, with a guest and a winner.
 fn contract_json() -> Value {
-    json!({
-        "apiVersion": "socialweb.computer/v1alpha1",
-        "kind": "ComputeContract",
-        "metadata": {
-            "name": "nodes-a-node-1", "namespace": "socialweb-system", "uid": "u1",
-            "resourceVersion": "59", "generation": 1,
-            "creationTimestamp": "2026-12-05T04:26:41Z",
-            "finalizers": ["requester.socialweb.computer/release"],
-            "labels": {CONTRACT_LABEL: "node-1", INFRA_NAME_LABEL: "nodes-a"},
-            "annotations": {RECEIPT_ANNOTATION: "{\"uri\":\"local://guests/g-1\",\"cid\":\"sha256:00\"}"},
-            "ownerReferences": [{"apiVersion": "socialweb.computer/v1alpha1", "kind": "Infra",
-                                 "name": "nodes-a", "uid": "u0", "controller": true}],
-        },
-        "spec": {
-            "ownerDid": "did:plc:a", "role": "Worker", "release": false,
-            "resources": {"cpus": 2, "memory": 4096, "disk": 40, "network": 1000},
-            "secretsRef": {"name": "join-node-1"}, "location": {"country": "DE"},
-        },
-        "status": {
-            "phase": "Deployed", "message": "on the network",
-            "guest": {"provider": "did:web:b", "address": "10.0.0.1", "nodeId": "n-1"},
-            "winner": {"bidder": "did:web:b", "cost": 95, "currency": "EUR"},
-        },
-    })
+    let mut json = crate::requester::contract::whole::tests::contract_json();
+    json["status"]["guest"] =
+        json!({"provider": "did:web:b", "address": "10.0.0.1", "nodeId": "n-1"});
+    json["status"]["winner"] = json!({"bidder": "did:web:b", "cost": 95, "currency": "EUR"});
+    json
 }
 
 fn cached(value: Value) -> CachedContract {

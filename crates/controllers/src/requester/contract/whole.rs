@@ -192,4 +192,4 @@ impl Labelled for WholeContract {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -9,7 +9,8 @@ use super::*;
 use crate::cache::decode::Decoded;
 use kube::Resource;
 
-fn contract_json() -> Value {
+/// A Deployed contract with its receipt annotated (the status holds none), as the server sends it.
+pub(crate) fn contract_json() -> Value {
     json!({
         "apiVersion": "socialweb.computer/v1alpha1",
         "kind": "ComputeContract",
