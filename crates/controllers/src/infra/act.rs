@@ -54,8 +54,8 @@ pub async fn act(ctx: &Context, infra: &Infra, plan: &InfraPlan, own: &OwnWrites
     outcome
 }
 
-/// The release applies of a plan, read.
-struct Released {
+/// What reading a plan's contracts to release found.
+struct ReleaseReads {
     /// Each contract to release as read whole, with `spec.release` set.
     objects: Vec<ComputeContract>,
     /// The resourceVersion read of each, by name.
@@ -71,7 +71,7 @@ async fn released_objects(
     infra: &Infra,
     namespace: &str,
     plan: &InfraPlan,
-) -> Released {
+) -> ReleaseReads {
     let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
     let reads: Vec<_> = (plan.release.iter())
         .map(|release| {
@@ -91,7 +91,7 @@ async fn released_objects(
         })
         .collect();
     let read: Vec<_> = write::together(reads).collect().await;
-    let mut released = Released {
+    let mut released = ReleaseReads {
         objects: Vec::new(),
         read_versions: BTreeMap::new(),
         first_error: None,
@@ -127,12 +127,14 @@ async fn write(
     // The applies go out together, then the deletes together
     // (write::together): a Cluster of ten new nodes waited on ten applies in
     // a row before its last contract existed.
-    let released = released_objects(ctx, infra, namespace, plan).await;
-    if let Some(error) = released.first_error {
+    let ReleaseReads {
+        objects: released,
+        read_versions: release_read_versions,
+        first_error: failed_read,
+    } = released_objects(ctx, infra, namespace, plan).await;
+    if let Some(error) = failed_read {
         first_error.get_or_insert(error);
     }
-    let read_versions = released.read_versions;
-    let released = released.objects;
     let contracts: Vec<&ComputeContract> = plan.apply.iter().chain(&released).collect();
     let applies: Vec<_> = (contracts.iter())
         .map(|contract| write::apply(client, IDENTITY.manager, *contract))
@@ -142,7 +144,8 @@ async fn write(
         let name = contract.name_any();
         match outcome {
             Ok(applied) => {
-                let read = (plan.read_versions.get(&name)).or_else(|| read_versions.get(&name));
+                let read =
+                    (plan.read_versions.get(&name)).or_else(|| release_read_versions.get(&name));
                 own.applies.wrote(read.map(String::as_str), &applied);
                 tracing::debug!(contract = %name, release = contract.spec.release, "applied ComputeContract");
             }
