@@ -11,6 +11,7 @@ mod infra_decide_props;
 mod infra_e2e;
 mod infra_faults_e2e;
 mod infra_pace;
+mod infra_release_e2e;
 mod infra_restart;
 mod infra_support;
 mod nodeclaim_decide;
