@@ -9,8 +9,8 @@
 //! token and digest without its metadata, ten Secrets an Infra). Counted by
 //! dhat's allocator, the bytes asked for (not an allocator's rounding, nor
 //! its pages): the figure a cut of the cached form moves, before the RSS of
-//! `bench-scale --external` shows it through its noise (plans 0016 C2 and
-//! 0017).
+//! `bench-scale --external` shows it through its noise (plans 0016 C2,
+//! 0017, and 0018, whose budget per kind it prints beside each).
 //!
 //! Then what the local market holds per rented guest (its records, maps
 //! and call counters), 10,000 guests rented in a row: in the benchmark's
@@ -115,15 +115,21 @@ fn main() {
     println!(
         "cache-weight: one object of each kind as the shared cache stores it (bytes asked for)"
     );
-    println!("  Deployed ComputeContract  {contract:>6} B");
-    println!("  Joined NodeClaim          {claim:>6} B (with the keeper's maps)");
-    println!("  join Secret               {secret:>6} B (with the keeper's maps)");
+    // Plan 0018 R1's budget: a read model per kind, 2.8 KiB a node with the
+    // local market, indexes and records, under the 3.4 KiB that 64 MiB leaves.
+    println!("  Deployed ComputeContract  {contract:>6} B (read model; plan 0018's budget: 650 B)");
     println!(
-        "  Infra of {infra_nodes} nodes           {infra:>6} B ({} B a node)",
+        "  Joined NodeClaim          {claim:>6} B (with the keeper's maps; plan 0018's budget: 600 B)"
+    );
+    println!(
+        "  join Secret               {secret:>6} B (with the keeper's maps; plan 0018's budget: 150 B)"
+    );
+    println!(
+        "  Infra of {infra_nodes} nodes           {infra:>6} B ({} B a node; plan 0018's budget: 150 B a node)",
         infra / infra_nodes
     );
     println!(
-        "  a node's objects          {per_node:>6} B = {:.1} KiB (plan 0017's budget for them: 2.3 KiB)",
+        "  a node's objects          {per_node:>6} B = {:.1} KiB (plan 0018's budget for them: 1.5 KiB)",
         per_node as f64 / 1024.0
     );
     let market = local_market_weight(MARKET_GUESTS);
