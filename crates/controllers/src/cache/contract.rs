@@ -126,11 +126,20 @@ impl CachedContract {
 /// (the hasher's keys are fixed, its algorithm is the toolchain's).
 fn json_digest<T: Serialize>(value: &T) -> u64 {
     use std::hash::{DefaultHasher, Hasher as _};
-    let mut hasher = DefaultHasher::new();
-    // These types always serialize; an empty text if one did not would only
-    // make the Infra controller apply a spec it could have left alone.
-    hasher.write(&serde_json::to_vec(value).unwrap_or_default());
-    hasher.finish()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// Handed out when a value does not serialize, each once.
+    static UNMATCHED: AtomicU64 = AtomicU64::new(0);
+    match serde_json::to_vec(value) {
+        Ok(json) => {
+            let mut hasher = DefaultHasher::new();
+            hasher.write(&json);
+            hasher.finish()
+        }
+        // These types always serialize. Were one not to, a digest no other
+        // equals makes the Infra apply again (harmless), where a shared one
+        // would let it skip a change.
+        Err(_) => UNMATCHED.fetch_add(1, Ordering::Relaxed) ^ u64::MAX,
+    }
 }
 
 /// The digest the cache keeps of a contract's spec, to compare with the spec
