@@ -26,10 +26,10 @@
 
 use std::sync::Arc;
 
-use api::{Infra, NodeClaim};
+use api::Infra;
 use controllers::cache::decode::Decoded;
 use controllers::cache::keep::Keep;
-use controllers::cache::{CachedContract, Claims, JoinSecrets, WatchedJoinSecret};
+use controllers::cache::{CachedClaim, CachedContract, Claims, JoinSecrets, WatchedJoinSecret};
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
@@ -91,11 +91,13 @@ fn main() {
     // Testing mode: counts, writes no profile.
     let _profiler = dhat::Profiler::builder().testing().build();
     let contract = stored_weight::<CachedContract>(include_str!("cache_weight/contract.json"));
-    let claim =
-        kept_weight::<NodeClaim, Claims>(include_str!("cache_weight/claim.json"), |claim, copy| {
+    let claim = kept_weight::<CachedClaim, Claims>(
+        include_str!("cache_weight/claim.json"),
+        |claim, copy| {
             claim["metadata"]["name"] = format!("worker-{copy}").into();
             claim["spec"]["clusterName"] = format!("cluster-{}", copy / 10).into();
-        });
+        },
+    );
     let secret = kept_weight::<WatchedJoinSecret, JoinSecrets>(
         include_str!("cache_weight/secret.json"),
         |secret, copy| {

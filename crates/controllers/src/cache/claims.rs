@@ -1,5 +1,6 @@
-//! [`Claims`]: the NodeClaims as the shared cache keeps them, grouped by the
-//! Cluster each names (its namespace and `spec.clusterName`).
+//! [`Claims`]: the NodeClaims as the shared cache keeps them (their read
+//! model, [`CachedClaim`]), grouped by the Cluster each names (its
+//! namespace and `spec.clusterName`).
 //!
 //! A reconcile reads the claims of one Cluster ([`Claims::of_cluster`]), so
 //! they are kept by that group: this is both the store and the index. A
@@ -14,13 +15,13 @@
 //! - It takes watch events as a kube-runtime store does: an object applied
 //!   replaces the one of its namespace and name, a re-list is read in full
 //!   and replaces everything only when it is done (readers see the old state
-//!   until then). A claim is kept whole, as decoded.
+//!   until then). A claim is kept as decoded ([`CachedClaim`]).
 //! - Clones share what is kept; a reader never sees half of one event.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use api::NodeClaim;
+use super::CachedClaim;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
@@ -39,13 +40,13 @@ struct Namespaces(HashMap<Arc<str>, Namespace>);
 /// The claims of one namespace: by name, and the names by Cluster.
 #[derive(Default)]
 struct Namespace {
-    by_name: HashMap<Arc<str>, Arc<NodeClaim>>,
+    by_name: HashMap<Arc<str>, Arc<CachedClaim>>,
     /// Each Cluster name's claims, sharing the names of `by_name`.
     by_cluster: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
 }
 
 impl Namespace {
-    fn insert(&mut self, claim: NodeClaim) {
+    fn insert(&mut self, claim: CachedClaim) {
         let name = claim.metadata.name.as_deref().unwrap_or_default();
         // The name and the group keep the allocations they already have.
         let name = shared_key(&self.by_name, name);
@@ -72,8 +73,8 @@ impl Namespace {
     }
 }
 
-impl Holding<NodeClaim> for Namespaces {
-    fn insert(&mut self, claim: NodeClaim) {
+impl Holding<CachedClaim> for Namespaces {
+    fn insert(&mut self, claim: CachedClaim) {
         let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         match self.0.get_mut(namespace) {
             Some(kept) => kept.insert(claim),
@@ -84,7 +85,7 @@ impl Holding<NodeClaim> for Namespaces {
         }
     }
 
-    fn remove(&mut self, claim: &NodeClaim) {
+    fn remove(&mut self, claim: &CachedClaim) {
         let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         if let Some(kept) = self.0.get_mut(namespace) {
             kept.remove(claim.metadata.name.as_deref().unwrap_or_default());
@@ -96,7 +97,7 @@ impl Holding<NodeClaim> for Namespaces {
 }
 
 impl Namespaces {
-    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<NodeClaim>> {
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<CachedClaim>> {
         self.0.get(namespace)?.by_name.get(name)
     }
 }
@@ -105,7 +106,7 @@ impl Claims {
     /// The claims of namespace `namespace` whose `spec.clusterName` is
     /// `cluster`, in name order.
     #[must_use]
-    pub fn of_cluster(&self, namespace: &str, cluster: &str) -> Vec<Arc<NodeClaim>> {
+    pub fn of_cluster(&self, namespace: &str, cluster: &str) -> Vec<Arc<CachedClaim>> {
         let kept = self.held.read();
         let Some(namespace) = kept.0.get(namespace) else {
             return Vec::new();
@@ -135,15 +136,15 @@ impl Claims {
     }
 }
 
-impl Kept<NodeClaim> for Claims {
-    fn get(&self, key: &ObjectRef<NodeClaim>) -> Option<Arc<NodeClaim>> {
+impl Kept<CachedClaim> for Claims {
+    fn get(&self, key: &ObjectRef<CachedClaim>) -> Option<Arc<CachedClaim>> {
         self.held
             .read()
             .get(key.namespace.as_deref().unwrap_or_default(), &key.name)
             .cloned()
     }
 
-    fn state(&self) -> Vec<Arc<NodeClaim>> {
+    fn state(&self) -> Vec<Arc<CachedClaim>> {
         self.held
             .read()
             .0
@@ -153,14 +154,14 @@ impl Kept<NodeClaim> for Claims {
     }
 }
 
-impl Keep<NodeClaim> for Claims {
+impl Keep<CachedClaim> for Claims {
     type Reader = Self;
 
     fn reader(&self) -> Self {
         self.clone()
     }
 
-    fn apply(&mut self, event: &watcher::Event<NodeClaim>) {
+    fn apply(&mut self, event: &watcher::Event<CachedClaim>) {
         self.held.apply(event);
     }
 }

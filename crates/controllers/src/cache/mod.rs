@@ -48,6 +48,7 @@
 //! skipped, kept at its last readable version, counted in
 //! `socialweb_cache_undecodable_objects` and marked with a Warning Event.
 
+pub mod claim;
 pub mod claims;
 pub mod contract;
 pub mod decode;
@@ -66,7 +67,7 @@ use std::{
     sync::Mutex,
 };
 
-use api::{AtprotoRecord, Infra, NodeClaim, Requester, names};
+use api::{AtprotoRecord, Infra, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -83,6 +84,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use api::Cluster;
+pub use claim::{
+    CachedClaim, CachedClaimStatus, CachedCondition, find_cached_condition, set_cached_condition,
+};
 pub use claims::Claims;
 pub use contract::{CachedContract, CachedContractSpec, CachedContractStatus};
 use decode::{Decoded, Lenient, Undecodable};
@@ -486,7 +490,7 @@ pub struct SharedCaches {
     /// Clusters of every namespace.
     pub clusters: Shared<Cluster>,
     /// NodeClaims of every namespace, kept by Cluster ([`Claims`]).
-    pub nodeclaims: Shared<NodeClaim, Claims>,
+    pub nodeclaims: Shared<CachedClaim, Claims>,
 }
 
 impl SharedCaches {

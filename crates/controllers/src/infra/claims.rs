@@ -13,10 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use api::names::{entry_name, infra_name};
-use api::{ConditionStatus, Infra, NodeClaim, NodeClaimPhase, find_condition};
+use api::{ConditionStatus, Infra, NodeClaimPhase};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::cache::CachedClaim;
 use crate::cache::keep::Kept;
 use crate::nodeclaim::conditions::INFRA_COMPOSED;
 
@@ -56,7 +57,7 @@ pub struct ClaimsSeen {
 pub fn observe(
     infra: &Infra,
     leaving: &BTreeSet<String>,
-    claims: &impl Kept<NodeClaim>,
+    claims: &impl Kept<CachedClaim>,
 ) -> ClaimsSeen {
     let unserved = unserved_nodes(infra, |namespace, name| {
         claims.get(&ObjectRef::new(name).within(namespace))
@@ -75,7 +76,7 @@ pub fn observe(
 #[must_use]
 pub fn unserved_nodes(
     infra: &Infra,
-    lookup: impl Fn(&str, &str) -> Option<Arc<NodeClaim>>,
+    lookup: impl Fn(&str, &str) -> Option<Arc<CachedClaim>>,
 ) -> BTreeMap<String, UnservedNode> {
     let this_infra = infra.name_any();
     infra
@@ -117,7 +118,7 @@ pub fn unserved_nodes(
 pub fn in_use<'a>(
     infra: &Infra,
     entries: &BTreeSet<String>,
-    claims: impl IntoIterator<Item = &'a NodeClaim>,
+    claims: impl IntoIterator<Item = &'a CachedClaim>,
 ) -> BTreeMap<String, String> {
     let name = infra.name_any();
     let namespace = infra.namespace().unwrap_or_default();
@@ -128,7 +129,8 @@ pub fn in_use<'a>(
             let at = status.infra.as_ref()?;
             let live = claim.metadata.deletion_timestamp.is_none()
                 && status.phase != Some(NodeClaimPhase::Failed)
-                && find_condition(&status.conditions, INFRA_COMPOSED)
+                && status
+                    .condition(INFRA_COMPOSED)
                     .is_some_and(|c| c.status == ConditionStatus::True);
             let ours = at.name == name
                 && at.namespace == namespace
@@ -160,14 +162,15 @@ pub fn in_use<'a>(
 /// longer composed): a healthy claim's status writes change nothing for the
 /// Infra controller.
 #[must_use]
-pub fn infra_to_wake(claim: &NodeClaim, contract_namespace: &str) -> Option<ObjectRef<Infra>> {
+pub fn infra_to_wake(claim: &CachedClaim, contract_namespace: &str) -> Option<ObjectRef<Infra>> {
     let Some(at) = claim.status.as_ref().and_then(|s| s.infra.as_ref()) else {
         let namespace = claim.namespace()?;
         let cluster = &claim.spec.cluster_name;
         return Some(ObjectRef::new(&infra_name(&namespace, cluster)).within(contract_namespace));
     };
     let status = claim.status.as_ref()?;
-    let composed = find_condition(&status.conditions, INFRA_COMPOSED)
+    let composed = status
+        .condition(INFRA_COMPOSED)
         .is_some_and(|c| c.status == ConditionStatus::True);
     let may_let_go = claim.metadata.deletion_timestamp.is_some()
         || status.phase == Some(NodeClaimPhase::Failed)

@@ -39,13 +39,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::names::INFRA_RELEASE_FINALIZER;
-use api::{AtprotoRecord, Infra, NodeClaim};
+use api::{AtprotoRecord, Infra};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use crate::cache::{CacheReadiness, CachedContract, Claims, Indexes, Labelled, SharedCaches};
+use crate::cache::{
+    CacheReadiness, CachedClaim, CachedContract, Claims, Indexes, Labelled, SharedCaches,
+};
 use crate::reconciler::{self, Identity, Shell};
 use crate::{Error, Result};
 use decide::InfraPlan;
@@ -129,7 +131,7 @@ pub fn controller(
             .owns_shared_stream(caches.atproto_records.subscribe())
             .watches_shared_stream(caches.nodeclaims.subscribe(), {
                 let namespace = ctx.contract_namespace.clone();
-                move |claim: Arc<NodeClaim>| claims::infra_to_wake(&claim, &namespace)
+                move |claim: Arc<CachedClaim>| claims::infra_to_wake(&claim, &namespace)
             });
     let concurrency = ctx.concurrency;
     let state = Arc::new(Reconciler {

@@ -18,6 +18,10 @@
 //! - Statuses (the claims', the Cluster's node count) are guarded by the
 //!   resourceVersion they were decided from: a stale decision is a conflict,
 //!   so each transition is written (and its Event and metric published) once.
+//!   A claim's status is decided from its read model, which keeps each
+//!   condition's message as a digest: the write reads the claim (one GET)
+//!   and lays the decided change on it, so a condition the decision did not
+//!   set keeps its message ([`StatusWrite`](super::status_write::StatusWrite)).
 //! - Deletes (the Infra, join Secrets) name the uid that was read; a join
 //!   Secret deleted is recorded in [`DeletedSecrets`](super::deleted::DeletedSecrets) and not deleted again
 //!   while the cache catches up.
@@ -30,7 +34,7 @@
 //! - Logs and Events name objects only, never a Secret value.
 
 use api::names::{CLUSTER_FINALIZER, NODECLAIM_FINALIZER};
-use api::{Cluster, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
+use api::{Cluster, Infra, NodeClaim, NodeClaimPhase};
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Resource, ResourceExt};
@@ -43,6 +47,7 @@ use super::conditions::{DEPLOYED, JOINED, READY, reason};
 use super::decide::{ClaimMetadataChange, ClaimStatusChange, InfraAction, Plan};
 use super::events::NodeClaimEvent;
 use super::secrets::{JoinSecret, new_token};
+use crate::cache::CachedClaim;
 use crate::own_writes::OwnWrites;
 use std::collections::BTreeMap;
 
@@ -63,7 +68,7 @@ pub async fn act(
     ctx: &Context,
     key: &ClusterKey,
     plan: &Plan,
-    claims: &[&NodeClaim],
+    claims: &[&CachedClaim],
     awaited: &Awaited,
     own_writes: &OwnWrites,
     infra_read: Option<&str>,
@@ -74,9 +79,11 @@ pub async fn act(
         .iter()
         .partition(|change| change.fails_the_claim());
     for change in failing {
-        if write_claim_status(ctx, change, claims, &Patched::default(), own_writes).await? {
+        if let Some(written) =
+            write_claim_status(ctx, change, &Patched::default(), own_writes).await?
+        {
             awaited.failed.record(&change.uid, key);
-            publish_transition(ctx, change, claims).await;
+            publish_transition(ctx, change, claims, &written).await;
         }
     }
     // What this act's own guarded metadata patches made of each object's
@@ -192,12 +199,12 @@ async fn delete_join_secret(
 async fn write_claim_transition(
     ctx: &Context,
     change: &ClaimStatusChange,
-    claims: &[&NodeClaim],
+    claims: &[&CachedClaim],
     patched: &Patched,
     own_writes: &OwnWrites,
 ) -> Result<()> {
-    if write_claim_status(ctx, change, claims, patched, own_writes).await? {
-        publish_transition(ctx, change, claims).await;
+    if let Some(written) = write_claim_status(ctx, change, patched, own_writes).await? {
+        publish_transition(ctx, change, claims, &written).await;
     }
     Ok(())
 }
@@ -252,34 +259,50 @@ impl Patched {
 
 /// Replaces a claim's status, guarded by the resourceVersion it was decided
 /// from (or the one this act's own metadata patch made of it, see
-/// [`Patched`]); `false` when the claim is gone (its finalizer was already
-/// removed: nothing to report on).
+/// [`Patched`]); the claim as written, `None` when it is gone (its finalizer
+/// was already removed: nothing to report on).
+///
+/// The decision was made from the claim's read model, which keeps a digest
+/// of each condition's message: the claim is read whole (one GET) and the
+/// decided change laid on its status, so the conditions the decision did
+/// not set keep their messages. Read at a newer version than decided from,
+/// the write is refused (409) as it was before the read.
 async fn write_claim_status(
     ctx: &Context,
     change: &ClaimStatusChange,
-    claims: &[&NodeClaim],
     patched: &Patched,
     own_writes: &OwnWrites,
-) -> Result<bool> {
-    let Some(claim) = find_claim(claims, change) else {
-        return Ok(false);
+) -> Result<Option<NodeClaim>> {
+    let api: kube::Api<NodeClaim> = kube::Api::namespaced(ctx.client.clone(), &change.namespace);
+    let Some(mut decided_from) = api.get_opt(&change.name).await.map_err(|e| {
+        crate::Error::kube(
+            format!("read NodeClaim {}/{}", change.namespace, change.name),
+            e,
+        )
+    })?
+    else {
+        return Ok(None);
     };
-    let mut decided_from = claim.clone();
+    let status = change
+        .status
+        .applied_to(decided_from.status.take().unwrap_or_default());
     decided_from.metadata.resource_version = patched.version_of(&Seen {
         namespace: change.namespace.clone(),
         name: change.name.clone(),
         resource_version: change.resource_version.clone(),
         ..Seen::default()
     });
-    let written =
-        write::replace_status(&ctx.client, MANAGER, &decided_from, change.status.clone()).await?;
+    let written = write::replace_status(&ctx.client, MANAGER, &decided_from, status).await?;
     if let Some(written) = &written {
         own_writes.wrote(decided_from.metadata.resource_version.as_deref(), written);
     }
-    Ok(written.is_some())
+    Ok(written)
 }
 
-fn find_claim<'a>(claims: &[&'a NodeClaim], change: &ClaimStatusChange) -> Option<&'a NodeClaim> {
+fn find_claim<'a>(
+    claims: &[&'a CachedClaim],
+    change: &ClaimStatusChange,
+) -> Option<&'a CachedClaim> {
     claims
         .iter()
         .find(|c| {
@@ -291,15 +314,12 @@ fn find_claim<'a>(claims: &[&'a NodeClaim], change: &ClaimStatusChange) -> Optio
 /// Whether `change` only turns a deleting claim from Releasing to Released:
 /// the claim goes as soon as its contract does, so that step is not written
 /// (one write per node fewer; its conditions already say it is going).
-fn released_while_going(change: &ClaimStatusChange, claims: &[&NodeClaim]) -> bool {
+fn released_while_going(change: &ClaimStatusChange, claims: &[&CachedClaim]) -> bool {
     let deleting = find_claim(claims, change).is_some_and(|c| {
         c.metadata.deletion_timestamp.is_some()
-            && c.status.as_ref().is_some_and(|old| {
-                NodeClaimStatus {
-                    phase: change.status.phase,
-                    ..old.clone()
-                } == change.status
-            })
+            && c.status
+                .as_ref()
+                .is_some_and(|old| change.status.changes_only_the_phase(old))
     });
     deleting
         && change.previous_phase == Some(NodeClaimPhase::Releasing)
@@ -307,8 +327,14 @@ fn released_while_going(change: &ClaimStatusChange, claims: &[&NodeClaim]) -> bo
 }
 
 /// The claim's phase metrics when its phase changed, and a Warning Event when
-/// a person has something to act on.
-async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &[&NodeClaim]) {
+/// a person has something to act on (in the words of its Ready condition as
+/// `written`).
+async fn publish_transition(
+    ctx: &Context,
+    change: &ClaimStatusChange,
+    claims: &[&CachedClaim],
+    written: &NodeClaim,
+) {
     let phase = change.status.phase;
     if phase == change.previous_phase {
         return;
@@ -324,7 +350,7 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
         // Once per claim: a guest that was lost and came back is not counted again.
         let had = |type_: &str, reasons: &[&str]| {
             claim.status.as_ref().is_some_and(|s| {
-                api::find_condition(&s.conditions, type_)
+                s.condition(type_)
                     .is_some_and(|c| reasons.contains(&c.reason.as_str()))
             })
         };
@@ -344,8 +370,9 @@ async fn publish_transition(ctx: &Context, change: &ClaimStatusChange, claims: &
             metrics.observe_nodeclaim_joined(since);
         }
     }
-    let message =
-        api::find_condition(&change.status.conditions, READY).map(|c| c.message.to_string());
+    let message = (written.status.as_ref())
+        .and_then(|s| api::find_condition(&s.conditions, READY))
+        .map(|c| c.message.to_string());
     let Some(event) = NodeClaimEvent::of_transition(change.previous_phase, phase, message) else {
         return;
     };

@@ -16,12 +16,12 @@
 use std::collections::BTreeSet;
 
 use api::names::{CONTRACT_LABEL, compute_contract_name};
-use api::{ComputeContractPhase, Infra, NodeClaim};
+use api::{ComputeContractPhase, Infra};
 use kube::ResourceExt;
 
 use super::compose::Problem;
 use super::conditions::reason;
-use crate::cache::{CachedContract, Labelled};
+use crate::cache::{CachedClaim, CachedContract, Labelled};
 
 /// A contract entry that holds a guest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct GuestHolder {
 
 /// The receipt URIs the claims want to adopt.
 #[must_use]
-pub fn wanted<'a>(claims: impl IntoIterator<Item = &'a NodeClaim>) -> BTreeSet<String> {
+pub fn wanted<'a>(claims: impl IntoIterator<Item = &'a CachedClaim>) -> BTreeSet<String> {
     claims
         .into_iter()
         .filter_map(|c| c.spec.adopt.as_ref().map(|r| r.uri.clone()))
@@ -106,7 +106,7 @@ pub fn holders<'a>(
 /// nobody else holds the guest.
 #[must_use]
 pub fn problem<'a>(
-    claim: &NodeClaim,
+    claim: &CachedClaim,
     entry: &str,
     holders: impl IntoIterator<Item = &'a GuestHolder>,
 ) -> Option<Problem> {
@@ -166,7 +166,7 @@ mod tests {
         c.into()
     }
 
-    fn claim() -> NodeClaim {
+    fn claim() -> CachedClaim {
         let mut c = super::super::test_fixtures::claim("uid-b");
         c.spec.adopt = Some(Box::new(receipt()));
         c

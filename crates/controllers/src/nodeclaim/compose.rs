@@ -11,14 +11,15 @@ use api::names::{
     INFRA_RELEASE_FINALIZER, compute_contract_name, infra_name, join_secret_name,
 };
 use api::{
-    Cluster, ClusterKind, ClusterRef, ContractEntry, Infra, InfraRef, InfraSpec, NodeClaim,
-    NodeClaimRef, NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef, StringMap, is_did,
+    Cluster, ClusterKind, ClusterRef, ContractEntry, Infra, InfraRef, InfraSpec, NodeClaimRef,
+    NodeEntry, NodeJoin, Resources, Role, SecretEntry, SecretRef, StringMap, is_did,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::conditions::reason;
+use crate::cache::CachedClaim;
 
 /// Upper bounds on a claim's resources: beyond them no market offers a
 /// machine, so such a claim is reported instead of published.
@@ -48,7 +49,7 @@ pub struct ClusterKey {
 impl ClusterKey {
     /// The key of the Cluster a claim names: `spec.clusterName` in the claim's own namespace.
     #[must_use]
-    pub fn of_claim(claim: &NodeClaim) -> Self {
+    pub fn of_claim(claim: &CachedClaim) -> Self {
         Self {
             namespace: claim.namespace().unwrap_or_default(),
             name: claim.spec.cluster_name.clone(),
@@ -103,7 +104,7 @@ pub type OwnerClusters = BTreeMap<String, ClusterKey>;
 /// # Errors
 /// The first problem found.
 pub fn check_claim(
-    claim: &NodeClaim,
+    claim: &CachedClaim,
     cluster: Option<&Cluster>,
     owners: &OwnerClusters,
 ) -> Result<(), Problem> {
@@ -172,7 +173,7 @@ pub fn check_claim(
 /// The claim's Cluster ownerReference has the Cluster's name but not its uid
 /// (`current`): say whose uid it is, as far as the cache knows.
 fn owner_uid_mismatch(
-    claim: &NodeClaim,
+    claim: &CachedClaim,
     uid: &str,
     current: &str,
     owner: Option<&ClusterKey>,
@@ -200,7 +201,7 @@ fn owner_uid_mismatch(
 /// The uids the claims' Cluster ownerReferences name other than `current`'s.
 #[must_use]
 pub fn foreign_owner_uids<'a>(
-    claims: impl IntoIterator<Item = &'a NodeClaim>,
+    claims: impl IntoIterator<Item = &'a CachedClaim>,
     current: Option<&Cluster>,
 ) -> std::collections::BTreeSet<String> {
     let current = current.and_then(ResourceExt::uid);
@@ -219,7 +220,7 @@ pub fn foreign_owner_uids<'a>(
 /// controller owns the claim; never `blockOwnerDeletion` (that needs rights
 /// on the Cluster's finalizers, and the Cluster waits for its Infra anyway).
 #[must_use]
-pub fn with_cluster_owner(claim: &NodeClaim, cluster: &Cluster) -> Option<Vec<OwnerReference>> {
+pub fn with_cluster_owner(claim: &CachedClaim, cluster: &Cluster) -> Option<Vec<OwnerReference>> {
     let owners = claim.owner_references();
     if owners.iter().any(is_cluster_owner) {
         return None;
@@ -284,7 +285,7 @@ pub fn check_resources(resources: &Resources) -> Result<(), Problem> {
 ///
 /// # Errors
 /// When the Cluster's account is not a DID (the claim's own is checked by [`check_claim`]).
-pub fn owner_did(claim: &NodeClaim, cluster: &Cluster) -> Result<String, Problem> {
+pub fn owner_did(claim: &CachedClaim, cluster: &Cluster) -> Result<String, Problem> {
     match &claim.spec.owner_did {
         Some(did) => Ok(did.clone()),
         None if is_did(&cluster.spec.account) => Ok(cluster.spec.account.clone()),
@@ -360,7 +361,7 @@ pub fn node_join(key: &ClusterKey, api_server: &str, claim_name: &str, entry: &s
 /// nodeJoin and the claim reference; the join Secret reference.
 #[must_use]
 pub fn compose_entry(
-    claim: &NodeClaim,
+    claim: &CachedClaim,
     entry: &str,
     owner_did: String,
     node_join: NodeJoin,

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::names::{CLUSTER_FINALIZER, CONTRACT_LABEL, NODECLAIM_FINALIZER, join_secret_name};
-use api::{Cluster, Infra, NodeClaim, NodeClaimPhase, NodeClaimStatus};
+use api::{Cluster, Infra, NodeClaimPhase};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
@@ -37,7 +37,8 @@ use super::conditions::reason;
 use super::root::RootState;
 use super::secrets::{JoinSecret, desired_join_secret};
 use super::status::{self, ClaimView, Outcome};
-use crate::cache::{CachedContract, CachedJoinSecret, Labelled};
+use super::status_write::StatusWrite;
+use crate::cache::{CachedClaim, CachedContract, CachedJoinSecret, Labelled};
 use crate::time::earliest;
 use crate::write::Seen;
 
@@ -49,7 +50,7 @@ pub struct Observed<'a> {
     /// The Cluster, if it exists.
     pub cluster: Option<&'a Cluster>,
     /// Every NodeClaim of the key's namespace whose `spec.clusterName` is the key's name.
-    pub claims: &'a [&'a NodeClaim],
+    pub claims: &'a [&'a CachedClaim],
     /// The Cluster's Infra (`infra_name(key)` in the contract namespace), if it exists.
     pub infra: Option<&'a Infra>,
     /// The ComputeContracts labelled with that Infra's name.
@@ -120,7 +121,8 @@ pub struct ClaimMetadataChange {
     pub owner_references: Option<Vec<OwnerReference>>,
 }
 
-/// A claim's new status, written only because it differs from the old one.
+/// A claim's new status, written only because it differs from the old one
+/// (the read model's: the write lays it on the claim read whole).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimStatusChange {
     /// Namespace of the claim.
@@ -132,8 +134,8 @@ pub struct ClaimStatusChange {
     /// The resourceVersion the old status was read at: the write is guarded
     /// by it, so a decision from a stale cache is a conflict, never a write.
     pub resource_version: Option<String>,
-    /// The whole new status.
-    pub status: NodeClaimStatus,
+    /// What the status becomes.
+    pub status: StatusWrite,
     /// The phase before, to publish an Event on a transition only.
     pub previous_phase: Option<NodeClaimPhase>,
 }
@@ -222,7 +224,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
 
     let mut plan = Plan::default();
     let mut composed: Vec<ComposedEntry> = Vec::new();
-    let mut claims: Vec<&NodeClaim> = observed.claims.to_vec();
+    let mut claims: Vec<&CachedClaim> = observed.claims.to_vec();
     claims.sort_by_key(|c| c.name_any());
     // Guests taken over by claims composed in this reconcile (not yet in any cache).
     let mut adopted_now: Vec<GuestHolder> = Vec::new();
@@ -329,7 +331,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
             continue;
         }
 
-        if status != previous {
+        if status.changes(&previous) {
             let first_seen = observed.first_seen.get(&uid).copied();
             if let Some(shown_at) = status::held_until(claim, &previous, &status, first_seen, now) {
                 // Written only if it still applies then (the requeue).
@@ -432,7 +434,7 @@ pub fn decide(observed: &Observed<'_>) -> Plan {
 fn composability(
     observed: &Observed<'_>,
     cluster_state: &ClusterState<'_>,
-    claim: &NodeClaim,
+    claim: &CachedClaim,
     had_entry: bool,
     infra_deleting: bool,
 ) -> Option<Problem> {
@@ -496,7 +498,7 @@ fn composability(
 fn adoption_problem(
     observed: &Observed<'_>,
     adopted_now: &[GuestHolder],
-    claim: &NodeClaim,
+    claim: &CachedClaim,
     entry: &str,
     had_entry: bool,
 ) -> Option<Problem> {
@@ -515,7 +517,7 @@ fn adoption_problem(
 fn compose_claim(
     observed: &Observed<'_>,
     cluster_state: &ClusterState<'_>,
-    claim: &NodeClaim,
+    claim: &CachedClaim,
     entry: &str,
 ) -> Option<ComposedEntry> {
     let ClusterState::Live(cluster) = cluster_state else {
@@ -560,6 +562,6 @@ fn finalizer_change<K: ResourceExt>(object: &K) -> FinalizerChange {
 
 /// The name of the join Secret of a claim's entry (for callers that hold a claim).
 #[must_use]
-pub fn claim_join_secret_name(claim: &NodeClaim) -> String {
+pub fn claim_join_secret_name(claim: &CachedClaim) -> String {
     join_secret_name(&api::names::entry_name(&claim.uid().unwrap_or_default()))
 }

@@ -19,11 +19,12 @@
 
 use std::collections::BTreeSet;
 
-use api::{NodeClaim, NodeClaimPhase};
+use api::NodeClaimPhase;
 use kube::ResourceExt;
 
 use super::awaited::AwaitedUids;
 use super::compose::ClusterKey;
+use crate::cache::CachedClaim;
 
 /// The uids of claims written Failed whose cached status may not say so yet.
 #[derive(Debug, Default)]
@@ -40,7 +41,7 @@ impl FailedClaims {
     /// The uids of `key`'s claims written Failed that the cache (`cached`: every
     /// claim of the key) does not show Failed yet; forgets the others of the key.
     #[must_use]
-    pub fn unseen(&self, key: &ClusterKey, cached: &[&NodeClaim]) -> BTreeSet<String> {
+    pub fn unseen(&self, key: &ClusterKey, cached: &[&CachedClaim]) -> BTreeSet<String> {
         let lagging: BTreeSet<String> = cached
             .iter()
             .filter(|c| c.status.as_ref().and_then(|s| s.phase) != Some(NodeClaimPhase::Failed))
@@ -54,14 +55,14 @@ impl FailedClaims {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::cache::CachedClaimStatus;
     use crate::nodeclaim::test_fixtures::cluster_key as key;
-    use api::NodeClaimStatus;
 
-    fn claim(uid: &str, phase: Option<NodeClaimPhase>) -> NodeClaim {
+    fn claim(uid: &str, phase: Option<NodeClaimPhase>) -> CachedClaim {
         let mut claim = super::super::test_fixtures::claim(uid);
-        claim.status = Some(NodeClaimStatus {
+        claim.status = Some(CachedClaimStatus {
             phase,
-            ..NodeClaimStatus::default()
+            ..CachedClaimStatus::default()
         });
         claim
     }

@@ -30,13 +30,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use api::ComputeContractPhase;
 use api::names::entry_name;
-use api::{ComputeContractPhase, NodeClaim};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
 use super::compose::ClusterKey;
-use crate::cache::CachedContract;
+use crate::cache::{CachedClaim, CachedContract};
 
 /// A claim as first seen: the step of its way ([`step`]), and when.
 type Seen = (u8, DateTime<Utc>);
@@ -45,7 +45,7 @@ type Seen = (u8, DateTime<Utc>);
 /// a new claim never written 0; a deleted claim 1 while its contract is not
 /// marked for release, 2 once marked, 3 once Released or being deleted, 4
 /// once gone. `None`: no hold applies (a live claim written before).
-fn step(claim: &NodeClaim, contract: Option<&CachedContract>) -> Option<u8> {
+fn step(claim: &CachedClaim, contract: Option<&CachedContract>) -> Option<u8> {
     if claim.metadata.deletion_timestamp.is_none() {
         let never_written = claim.status.as_ref().is_none_or(|s| s.phase.is_none());
         return never_written.then_some(0);
@@ -78,7 +78,7 @@ impl FirstSeen {
     pub fn since(
         &self,
         key: &ClusterKey,
-        claims: &[&NodeClaim],
+        claims: &[&CachedClaim],
         contracts: &[&CachedContract],
         now: DateTime<Utc>,
     ) -> BTreeMap<String, DateTime<Utc>> {
@@ -122,8 +122,9 @@ impl FirstSeen {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::cache::CachedClaimStatus;
+    use api::NodeClaimPhase;
     use api::names::CONTRACT_LABEL;
-    use api::{NodeClaimPhase, NodeClaimStatus};
     use chrono::TimeZone;
 
     use crate::nodeclaim::test_fixtures::{self, cluster_key as key};
@@ -132,12 +133,12 @@ mod tests {
         Utc.timestamp_opt(1_700_000_000 + seconds, 0).unwrap()
     }
 
-    fn claim(uid: &str, written: bool, deleted: bool) -> NodeClaim {
+    fn claim(uid: &str, written: bool, deleted: bool) -> CachedClaim {
         let mut claim = test_fixtures::claim(uid);
         if written {
-            claim.status = Some(NodeClaimStatus {
+            claim.status = Some(CachedClaimStatus {
                 phase: Some(NodeClaimPhase::Joined),
-                ..NodeClaimStatus::default()
+                ..CachedClaimStatus::default()
             });
         }
         if deleted {

@@ -42,6 +42,7 @@ mod orphans;
 pub mod root;
 pub mod secrets;
 mod status;
+pub mod status_write;
 #[cfg(test)]
 mod test_fixtures;
 
@@ -51,7 +52,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::names::INFRA_NAME_LABEL;
-use api::{Cluster, Infra, NodeClaim, Requester};
+use api::{Cluster, Infra, Requester};
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
@@ -59,8 +60,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
 use crate::cache::{
-    CacheReadiness, CachedContract, CachedJoinSecret, Claims, Indexes, JoinSecrets, Labelled,
-    SharedCaches, WatchedJoinSecret,
+    CacheReadiness, CachedClaim, CachedContract, CachedJoinSecret, Claims, Indexes, JoinSecrets,
+    Labelled, SharedCaches, WatchedJoinSecret,
 };
 use crate::reconciler::{self, Identity, Shell};
 use compose::ClusterKey;
@@ -169,7 +170,7 @@ pub fn controller(
 
     let by_cluster =
         Controller::for_shared_stream(caches.clusters.subscribe(), stores.clusters.clone())
-            .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<NodeClaim>| {
+            .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<CachedClaim>| {
                 Some(cluster_ref(&ClusterKey::of_claim(&claim)))
             })
             .watches_shared_stream(caches.infras.subscribe(), |infra: Arc<Infra>| {
@@ -292,7 +293,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     );
     // Kept by Infra, in name order.
     let secrets = stores.secrets.of_infra(&infra_name);
-    let claim_refs: Vec<&NodeClaim> = claims.iter().map(AsRef::as_ref).collect();
+    let claim_refs: Vec<&CachedClaim> = claims.iter().map(AsRef::as_ref).collect();
     let own = &runtime.own_writes;
     if claim_refs.iter().any(|c| own.is_behind(*c))
         || cluster.as_deref().is_some_and(|c| own.is_behind(c))

@@ -36,7 +36,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use api::{Cluster, Infra, NodeClaim};
+use api::{Cluster, Infra};
 use futures::StreamExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
@@ -49,7 +49,9 @@ use super::{
     METRICS_LABEL, Runtime, cluster_ref, infra_cluster_key, labelled_cluster_key, reconcile_key,
 };
 use crate::Result;
-use crate::cache::{CacheReadiness, CachedContract, Claims, SharedCaches, WatchedJoinSecret};
+use crate::cache::{
+    CacheReadiness, CachedClaim, CachedContract, Claims, SharedCaches, WatchedJoinSecret,
+};
 use crate::reconciler;
 
 /// Whether claims of `key` are this controller's: its Cluster is not in the
@@ -64,7 +66,7 @@ pub(super) fn orphaned(clusters: &Store<Cluster>, key: &ClusterKey) -> bool {
 #[derive(Clone)]
 struct Orphans {
     held: Arc<Mutex<HeldClaims>>,
-    store: Store<NodeClaim>,
+    store: Store<CachedClaim>,
     claims: Claims,
     clusters: Store<Cluster>,
     ready: CacheReadiness,
@@ -72,7 +74,7 @@ struct Orphans {
 
 /// The store's writer, and the names it holds by Cluster key.
 struct HeldClaims {
-    writer: Writer<NodeClaim>,
+    writer: Writer<CachedClaim>,
     by_key: HashMap<ClusterKey, BTreeSet<String>>,
 }
 
@@ -98,7 +100,7 @@ impl Orphans {
 
     /// Brings the held claims of `key` up to date (all of them while its
     /// Cluster is missing, none otherwise) and returns those to wake.
-    fn observe(&self, key: &ClusterKey) -> Vec<ObjectRef<NodeClaim>> {
+    fn observe(&self, key: &ClusterKey) -> Vec<ObjectRef<CachedClaim>> {
         // Before every initial list a Cluster may look missing: hold nothing
         // yet (`sweep` looks at every key once they are in).
         if !self.ready.is_ready() {
@@ -120,7 +122,7 @@ impl Orphans {
 
     /// Every Cluster key the claims name, observed once every cache holds
     /// its initial list: the claims whose Cluster was missing all along.
-    fn sweep(&self) -> impl futures::Stream<Item = ObjectRef<NodeClaim>> + Send + 'static {
+    fn sweep(&self) -> impl futures::Stream<Item = ObjectRef<CachedClaim>> + Send + 'static {
         let orphans = self.clone();
         futures::stream::once(async move {
             orphans.ready.wait().await;
@@ -137,7 +139,7 @@ impl Orphans {
 
 impl HeldClaims {
     /// Holds exactly `claims` for `key`, each at its version in the cache.
-    fn hold(&mut self, key: &ClusterKey, claims: &[Arc<NodeClaim>], store: &Store<NodeClaim>) {
+    fn hold(&mut self, key: &ClusterKey, claims: &[Arc<CachedClaim>], store: &Store<CachedClaim>) {
         let before = self.by_key.remove(key).unwrap_or_default();
         if before.is_empty() && claims.is_empty() {
             return;
@@ -195,7 +197,7 @@ pub(super) fn controller(
     });
     let held = orphans.store.clone();
     let sweep = orphans.sweep();
-    let wake = move |key: Option<ClusterKey>| -> Vec<ObjectRef<NodeClaim>> {
+    let wake = move |key: Option<ClusterKey>| -> Vec<ObjectRef<CachedClaim>> {
         key.map(|key| orphans.observe(&key)).unwrap_or_default()
     };
     let controller = Controller::for_shared_stream(claims, held)
@@ -226,7 +228,7 @@ pub(super) fn controller(
 }
 
 /// Claims whose Cluster exists are the Cluster controller's; the rest are reconciled here.
-async fn reconcile(claim: Arc<NodeClaim>, runtime: Arc<Runtime>) -> Result<Action> {
+async fn reconcile(claim: Arc<CachedClaim>, runtime: Arc<Runtime>) -> Result<Action> {
     // Before the Clusters' cache is listed every claim would look orphaned,
     // lose its entry, and have its running machine released.
     runtime.stores.wait_until_ready().await;
@@ -284,7 +286,7 @@ mod tests {
     }
 
     /// Claim `name` of Cluster `cluster` in `tenant-a`, at version `version`.
-    fn claim(name: &str, cluster: &str, version: &str) -> NodeClaim {
+    fn claim(name: &str, cluster: &str, version: &str) -> CachedClaim {
         let mut claim = crate::nodeclaim::test_fixtures::claim(name);
         claim.metadata.namespace = Some("tenant-a".to_owned());
         claim.metadata.resource_version = Some(version.to_owned());
@@ -401,7 +403,7 @@ mod tests {
         w.clusters
             .apply_watcher_event(&Event::Apply(cluster("tenant-a", "c1")));
         w.ready.send_replace(true);
-        let woken: Vec<ObjectRef<NodeClaim>> = sweep.collect().await;
+        let woken: Vec<ObjectRef<CachedClaim>> = sweep.collect().await;
         assert_eq!(woken, [ObjectRef::new("a").within("tenant-a")]);
         assert_eq!(held(&w.orphans), ["a@1"]);
     }

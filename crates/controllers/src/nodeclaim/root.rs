@@ -8,12 +8,13 @@
 //! deployments that no longer exist (DESIGN.md invariant 4). So claims stop
 //! composing until a live Requester runs the namespace again.
 
-use api::{Condition, NodeClaimPhase, NodeClaimStatus, Requester};
+use api::{Condition, NodeClaimPhase, Requester};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::compose::Problem;
 use super::conditions::{deployed, joined, reason};
+use super::status_write::StatusWrite;
 use crate::cache::CachedContract;
 
 /// The state of the root of the contract namespace, as the NodeClaim controller sees it.
@@ -80,7 +81,7 @@ impl RootState {
 /// guest), and once the Infra is gone the claim names none. Returns the
 /// Deployed and Joined conditions that say so (none while the contract is there).
 pub(super) fn stopped_status(
-    status: &mut NodeClaimStatus,
+    status: &mut StatusWrite,
     infra_gone: bool,
     contract: Option<&CachedContract>,
     generation: Option<i64>,

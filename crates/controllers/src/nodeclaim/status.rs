@@ -2,10 +2,7 @@
 //! each condition decided by its own file in [`super::conditions`], the
 //! phase from the contract, `Ready` derived once at the end.
 
-use api::{
-    ComputeContractPhase, Infra, InfraRef, NodeClaim, NodeClaimPhase, NodeClaimStatus,
-    find_condition, set_condition,
-};
+use api::{ComputeContractPhase, Infra, InfraRef, NodeClaimPhase};
 use chrono::{DateTime, Utc};
 
 use super::compose::Problem;
@@ -13,15 +10,16 @@ use super::conditions::composed::{self, Composition};
 use super::conditions::joined::{self, Graces};
 use super::conditions::{DEPLOYED, Failure, JOINED, deployed, ready};
 use super::root;
-use crate::cache::{CachedContract, CachedContractStatus};
+use super::status_write::StatusWrite;
+use crate::cache::{CachedClaim, CachedClaimStatus, CachedContract, CachedContractStatus};
 use crate::time::to_time;
 
 /// What one claim's status is decided from.
 #[derive(Clone, Copy)]
 pub(super) struct ClaimView<'a> {
-    pub claim: &'a NodeClaim,
+    pub claim: &'a CachedClaim,
     /// Its status as read.
-    pub previous: &'a NodeClaimStatus,
+    pub previous: &'a CachedClaimStatus,
     /// Its entry's contract, if there is one.
     pub contract: Option<&'a CachedContract>,
     pub now: DateTime<Utc>,
@@ -48,7 +46,8 @@ pub(super) enum Outcome<'a> {
 
 /// The claim's new status, whether it keeps its entry and when to look again.
 pub(super) struct ClaimDecision {
-    pub status: NodeClaimStatus,
+    /// What its status becomes.
+    pub status: StatusWrite,
     /// The claim stays an entry of the Infra.
     pub keeps_entry: bool,
     /// The next instant a grace of the claim runs out.
@@ -65,10 +64,8 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
     } = view;
     let generation = claim.metadata.generation;
     let stamp = to_time(now);
-    let mut status = previous.clone();
-    status.observed_generation = generation;
     let mut decision = ClaimDecision {
-        status,
+        status: StatusWrite::keeping(previous, generation),
         keeps_entry: false,
         deadline: None,
     };
@@ -78,13 +75,13 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
             if let Some(deployed) =
                 deployed::after_failure(&previous.conditions, contract, generation, &stamp)
             {
-                set_condition(&mut status.conditions, deployed);
+                status.conditions.push(deployed);
             }
             return decision;
         }
         Outcome::Refused { problem, stopped } => {
             let verdict = composed::decide(Composition::Refused(problem), generation, &stamp);
-            set_condition(&mut status.conditions, verdict.condition);
+            status.conditions.push(verdict.condition);
             status.phase = Some(uncomposed_phase(previous, contract));
             if let Some(guest) = contract.and_then(|c| c.status.as_ref()?.guest.clone()) {
                 status.guest = Some(guest);
@@ -93,7 +90,7 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
                 for condition in
                     root::stopped_status(status, infra_gone, contract, generation, &stamp)
                 {
-                    set_condition(&mut status.conditions, condition);
+                    status.conditions.push(condition);
                 }
             }
             None
@@ -108,7 +105,7 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
                 loss: claim.spec.loss_grace_seconds,
             };
             let contract_status = contract.and_then(|c| c.status.as_ref());
-            let previous_deployed = find_condition(&previous.conditions, DEPLOYED);
+            let previous_deployed = previous.condition(DEPLOYED);
             let observed = deployed::observe(
                 previous_deployed,
                 contract_status,
@@ -120,15 +117,15 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
             let deployed =
                 deployed::released_by_hand(infra, entry, generation, &stamp).unwrap_or(observed);
             let joined = joined::observe(
-                find_condition(&previous.conditions, JOINED),
+                previous.condition(JOINED),
                 since,
                 contract_status,
                 graces,
                 generation,
                 now,
             );
-            set_condition(&mut status.conditions, deployed.condition);
-            set_condition(&mut status.conditions, joined.condition);
+            status.conditions.push(deployed.condition);
+            status.conditions.push(joined.condition);
             if let Some(guest) = contract_status.and_then(|s| s.guest.clone()) {
                 status.guest = Some(guest);
             }
@@ -156,13 +153,16 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
                 }
             };
             let verdict = composed::decide(composition, generation, &stamp);
-            set_condition(&mut status.conditions, verdict.condition);
+            status.conditions.push(verdict.condition);
             status.infra = Some(infra_ref);
             failure
         }
     };
+    // Every path here set InfraComposed (False unless composed), and a
+    // composed claim Deployed and Joined too: what Ready derives from is
+    // in the conditions set now, not in the messages the cache digested.
     let ready = ready(&status.conditions, failure.as_ref(), generation, &stamp);
-    set_condition(&mut status.conditions, ready);
+    status.conditions.push(ready);
     decision
 }
 
@@ -191,9 +191,9 @@ pub const REQUESTING_SHOWN_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds
 /// before the controller could act is not a pending release or rent. `None`:
 /// write it now.
 pub(super) fn held_until(
-    claim: &NodeClaim,
-    previous: &NodeClaimStatus,
-    new: &NodeClaimStatus,
+    claim: &CachedClaim,
+    previous: &CachedClaimStatus,
+    new: &StatusWrite,
     first_seen: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
@@ -243,7 +243,7 @@ fn composed_phase(contract: Option<&CachedContract>) -> NodeClaimPhase {
 /// The phase of a claim that is not (or no longer) composed: its machine, if
 /// any, is on its way out.
 fn uncomposed_phase(
-    previous: &NodeClaimStatus,
+    previous: &CachedClaimStatus,
     contract: Option<&CachedContract>,
 ) -> NodeClaimPhase {
     match contract.and_then(|c| c.status.as_ref()?.phase) {

@@ -2,6 +2,8 @@
 
 use api::{Location, NodeClaim, NodeClaimSpec, Resources};
 
+use crate::cache::CachedClaim;
+
 use super::compose::ClusterKey;
 
 /// The smallest machine.
@@ -22,8 +24,13 @@ pub fn location() -> Location {
     }
 }
 
+/// A claim of Cluster `c1` named and identified by `uid`, as the cache keeps it.
+pub fn claim(uid: &str) -> CachedClaim {
+    CachedClaim::from(whole_claim(uid))
+}
+
 /// A claim of Cluster `c1` named and identified by `uid`.
-pub fn claim(uid: &str) -> NodeClaim {
+pub fn whole_claim(uid: &str) -> NodeClaim {
     let mut claim = NodeClaim::new(
         uid,
         NodeClaimSpec {

@@ -9,6 +9,7 @@ use api::{ComputeContractPhase as P, ContractState, InfraPhase, find_condition};
 use std::sync::Arc;
 
 use api::NodeClaim;
+use controllers::cache::CachedClaim;
 use controllers::infra::claims::{UnservedNode, in_use, infra_to_wake, unserved_nodes};
 use controllers::infra::conditions::READY;
 use controllers::infra::decide::HOLD_RECHECK;
@@ -198,8 +199,8 @@ fn an_entry_asking_for_another_machine_keeps_the_rented_one() {
 }
 
 /// A NodeClaim of `cluster` in `tenant` with this uid and, when `composed`
-/// as `entry`, the status the NodeClaim controller writes.
-fn claim(name: &str, uid: &str, cluster: &str, composed: Option<(&str, &str)>) -> NodeClaim {
+/// as `entry`, the status the NodeClaim controller writes; as the cache keeps it.
+fn claim(name: &str, uid: &str, cluster: &str, composed: Option<(&str, &str)>) -> CachedClaim {
     let mut claim: NodeClaim = serde_json::from_value(serde_json::json!({
         "apiVersion": "socialweb.computer/v1alpha1",
         "kind": "NodeClaim",
@@ -224,7 +225,7 @@ fn claim(name: &str, uid: &str, cluster: &str, composed: Option<(&str, &str)>) -
             .unwrap(),
         );
     }
-    claim
+    CachedClaim::from(claim)
 }
 
 #[test]

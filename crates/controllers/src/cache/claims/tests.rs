@@ -11,8 +11,8 @@ use super::*;
 use crate::cache::keep::KubeStore;
 
 /// A claim `name` of namespace `ns` for Cluster `cluster`, at version `version`.
-fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> NodeClaim {
-    NodeClaim {
+fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
+    CachedClaim {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some(ns.to_owned()),
@@ -41,7 +41,7 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> NodeClaim {
     }
 }
 
-fn names(claims: &[Arc<NodeClaim>]) -> Vec<&str> {
+fn names(claims: &[Arc<CachedClaim>]) -> Vec<&str> {
     claims
         .iter()
         .map(|c| c.metadata.name.as_deref().unwrap())
@@ -136,7 +136,7 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn built((ns, name, cluster, version): Object) -> NodeClaim {
+fn built((ns, name, cluster, version): Object) -> CachedClaim {
     claim(
         &format!("ns{ns}"),
         &format!("w{name}"),
@@ -151,7 +151,7 @@ proptest! {
     /// Cluster name, by name.
     #[test]
     fn it_holds_what_a_kube_runtime_store_holds(steps in proptest::collection::vec(step(), 0..24)) {
-        let mut kube = KubeStore::<NodeClaim>::default();
+        let mut kube = KubeStore::<CachedClaim>::default();
         let mut keep = Claims::default();
         for step in steps {
             let events = match step {
@@ -166,7 +166,7 @@ proptest! {
                 kube.apply(event);
                 keep.apply(event);
             }
-            let as_set = |objects: Vec<Arc<NodeClaim>>| -> BTreeSet<String> {
+            let as_set = |objects: Vec<Arc<CachedClaim>>| -> BTreeSet<String> {
                 objects.iter().map(|o| format!("{o:?}")).collect()
             };
             prop_assert_eq!(as_set(keep.state()), as_set(kube.state()));

@@ -12,18 +12,18 @@
 //! is the verdict's deadline. A failed contract, a lost guest and a contract
 //! released by hand fail the claim.
 
-use api::{ComputeContractPhase, Condition, ConditionStatus, ContractState, Infra, find_condition};
+use api::{ComputeContractPhase, Condition, ConditionStatus, ContractState, Infra};
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{DEPLOYED, Verdict, condition, reason, running_guest};
-use crate::cache::{CachedContract, CachedContractStatus};
+use crate::cache::{CachedCondition, CachedContract, CachedContractStatus, find_cached_condition};
 use crate::time::{from_time, to_time};
 
 /// The Deployed condition of a composed claim whose contract reports `status`.
 #[must_use]
 pub fn observe(
-    previous: Option<&Condition>,
+    previous: Option<&CachedCondition>,
     status: Option<&CachedContractStatus>,
     loss_grace: u32,
     generation: Option<i64>,
@@ -167,12 +167,12 @@ pub fn released_by_hand(
 /// the condition already says why the claim failed).
 #[must_use]
 pub fn after_failure(
-    previous: &[Condition],
+    previous: &[CachedCondition],
     contract: Option<&CachedContract>,
     generation: Option<i64>,
     now: &Time,
 ) -> Option<Condition> {
-    let deployed = find_condition(previous, DEPLOYED)?;
+    let deployed = find_cached_condition(previous, DEPLOYED)?;
     if !(deployed.is_true() || deployed.reason == reason::RELEASING) {
         return None;
     }

@@ -11,7 +11,7 @@
 //! Pure. Each grace fires exactly at `start + grace`; before that its instant
 //! is the verdict's deadline. A join timeout and a lost node fail the claim.
 
-use crate::cache::CachedContractStatus;
+use crate::cache::{CachedCondition, CachedContractStatus};
 use api::{Condition, ConditionStatus};
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -32,7 +32,7 @@ pub struct Graces {
 /// `status`, its Deployed condition decided now being `deployed`.
 #[must_use]
 pub fn observe(
-    previous: Option<&Condition>,
+    previous: Option<&CachedCondition>,
     deployed_since: Option<DateTime<Utc>>,
     status: Option<&CachedContractStatus>,
     graces: Graces,
@@ -111,7 +111,10 @@ pub fn observe(
 /// while the guest does not run. The join grace and the guest's grant
 /// (`status.grantExpiresAt`) count from it.
 #[must_use]
-pub fn deployed_since(previous: Option<&Condition>, current: &Condition) -> Option<DateTime<Utc>> {
+pub fn deployed_since(
+    previous: Option<&CachedCondition>,
+    current: &Condition,
+) -> Option<DateTime<Utc>> {
     if !current.is_true() {
         return None;
     }

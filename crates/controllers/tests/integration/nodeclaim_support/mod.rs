@@ -14,7 +14,7 @@ use api::{
     Receipt, Resources, find_condition,
 };
 use chrono::{DateTime, Utc};
-use controllers::cache::{CachedContract, CachedJoinSecret};
+use controllers::cache::{CachedClaim, CachedContract, CachedJoinSecret};
 use controllers::nodeclaim::adopt::GuestHolder;
 use controllers::nodeclaim::compose::{ClusterKey, OwnerClusters};
 use controllers::nodeclaim::decide::{InfraAction, Observed, Plan, decide};
@@ -127,9 +127,11 @@ impl World {
     }
 
     pub fn decide(&self, now: DateTime<Utc>) -> Plan {
-        let claims: Vec<&NodeClaim> = self.claims.iter().collect();
-        // The world holds contracts and Secrets as the server does; the
-        // reconcile reads them as the shared cache keeps them.
+        // The world holds claims, contracts and Secrets as the server does;
+        // the reconcile reads them as the shared cache keeps them.
+        let cached_claims: Vec<CachedClaim> =
+            self.claims.iter().cloned().map(CachedClaim::from).collect();
+        let claims: Vec<&CachedClaim> = cached_claims.iter().collect();
         let cached_contracts: Vec<CachedContract> = self
             .contracts
             .iter()
@@ -206,8 +208,11 @@ impl World {
         for gone in &plan.delete_secrets {
             self.secrets.retain(|s| s.name_any() != gone.name);
         }
+        // As `act` writes them: laid on the claim as the server holds it.
         for change in &plan.claim_statuses {
-            self.claim_mut(&change.name).status = Some(change.status.clone());
+            let claim = self.claim_mut(&change.name);
+            let read = claim.status.take().unwrap_or_default();
+            claim.status = Some(change.status.applied_to(read));
         }
         for change in &plan.remove_claim_finalizers {
             self.claim_mut(&change.name)

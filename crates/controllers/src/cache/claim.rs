@@ -1,0 +1,195 @@
+//! A NodeClaim as the shared cache keeps it: its read model (plan 0018 R3).
+//!
+//! The NodeClaim controller decides from every claim of a Cluster at each
+//! reconcile, so the cache keeps of each claim what that decision, the
+//! Infra controller's claim checks and the mappers read: its metadata (less
+//! labels, annotations and managed fields), its spec whole (a handful of
+//! scalars), and of its status the phase, the Infra entry, the guest, the
+//! grant's expiry and each condition's type, status, reason and transition
+//! time, with a digest of its message and observed generation: a message is
+//! only ever compared (is the condition the decision sets the one written?),
+//! never read. Whatever writes a status reads the whole claim from the API
+//! server first (`nodeclaim::act`, one GET) and lays the decided change on
+//! it ([`crate::nodeclaim::decide::StatusWrite`]), so no message is lost.
+//!
+//! It is a [`Resource`](kube::Resource) of the claim's group, version and
+//! kind, as the orphans controller and the shared cache need, and it
+//! decodes from a claim's JSON exactly when a [`NodeClaim`] does (and is
+//! then [`CachedClaim::from`] it).
+//!
+//! # Guarantees
+//! - [`CachedClaimStatus::from`] a status, with a [`StatusWrite`] laid on
+//!   it, is the read model of that whole status with the same write laid on
+//!   it ([`StatusWrite::applied_to`], [`StatusWrite::applied_to_cached`]):
+//!   a decision that compares the two never writes a status that is already
+//!   there, and never skips one that is not (up to a 64-bit hash collision).
+//! - `metadata` keeps the name, namespace, uid, resourceVersion, generation,
+//!   creation and deletion times, finalizers and ownerReferences.
+//!
+//! [`StatusWrite`]: crate::nodeclaim::decide::StatusWrite
+//! [`StatusWrite::applied_to`]: crate::nodeclaim::decide::StatusWrite::applied_to
+//! [`StatusWrite::applied_to_cached`]: crate::nodeclaim::decide::StatusWrite::applied_to_cached
+
+use api::{
+    Condition, ConditionStatus, Guest, InfraRef, NodeClaim, NodeClaimPhase, NodeClaimSpec,
+    NodeClaimStatus, Text,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::projection::projection_of;
+
+/// What the shared cache keeps of a NodeClaim. See the [module docs](self).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedClaim {
+    /// Its metadata, less labels, annotations and managed fields.
+    pub metadata: ObjectMeta,
+    /// Its spec.
+    pub spec: NodeClaimSpec,
+    /// What is read of its status; `None` while it has none.
+    pub status: Option<CachedClaimStatus>,
+}
+
+/// What the cache keeps of a claim's status.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedClaimStatus {
+    /// `status.phase`.
+    pub phase: Option<NodeClaimPhase>,
+    /// `status.infra`.
+    pub infra: Option<InfraRef>,
+    /// `status.conditions`, in their order.
+    pub conditions: Vec<CachedCondition>,
+    /// `status.guest`.
+    pub guest: Option<Guest>,
+    /// `status.grantExpiresAt`.
+    pub grant_expires_at: Option<Time>,
+    /// `status.observedGeneration`.
+    pub observed_generation: Option<i64>,
+}
+
+/// What the cache keeps of one condition: what decisions read, and a
+/// digest of the rest (its message and observed generation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedCondition {
+    /// `type`.
+    pub type_: Text,
+    /// `status`.
+    pub status: ConditionStatus,
+    /// `reason`.
+    pub reason: Text,
+    /// `lastTransitionTime`.
+    pub last_transition_time: Time,
+    /// [`rest_digest`] of its message and observed generation.
+    pub rest: u64,
+}
+
+impl CachedCondition {
+    /// Whether the condition's status is `True`.
+    #[must_use]
+    pub fn is_true(&self) -> bool {
+        self.status == ConditionStatus::True
+    }
+}
+
+/// A digest of what a [`CachedCondition`] does not keep of a condition.
+#[must_use]
+pub fn rest_digest(message: &str, observed_generation: Option<i64>) -> u64 {
+    use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+    let mut hasher = DefaultHasher::new();
+    message.hash(&mut hasher);
+    observed_generation.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl From<&Condition> for CachedCondition {
+    fn from(condition: &Condition) -> Self {
+        Self {
+            type_: condition.type_.clone(),
+            status: condition.status,
+            reason: condition.reason.clone(),
+            last_transition_time: condition.last_transition_time.clone(),
+            rest: rest_digest(&condition.message, condition.observed_generation),
+        }
+    }
+}
+
+/// The condition of the given type, if present.
+#[must_use]
+pub fn find_cached_condition<'a>(
+    conditions: &'a [CachedCondition],
+    type_: &str,
+) -> Option<&'a CachedCondition> {
+    conditions.iter().find(|c| *c.type_ == *type_)
+}
+
+/// [`api::set_condition`] on the read model: `new` replaces the condition of
+/// its type (keeping its transition time while the status stays) or is
+/// added at the end.
+pub fn set_cached_condition(conditions: &mut Vec<CachedCondition>, mut new: CachedCondition) {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        Some(existing) => {
+            if existing.status == new.status {
+                new.last_transition_time = existing.last_transition_time.clone();
+            }
+            *existing = new;
+        }
+        None => conditions.push(new),
+    }
+}
+
+impl From<&NodeClaimStatus> for CachedClaimStatus {
+    fn from(status: &NodeClaimStatus) -> Self {
+        Self {
+            phase: status.phase,
+            infra: status.infra.clone(),
+            conditions: status
+                .conditions
+                .iter()
+                .map(CachedCondition::from)
+                .collect(),
+            guest: status.guest.clone(),
+            grant_expires_at: status.grant_expires_at.clone(),
+            observed_generation: status.observed_generation,
+        }
+    }
+}
+
+impl CachedClaimStatus {
+    /// The condition of the given type, if present.
+    #[must_use]
+    pub fn condition(&self, type_: &str) -> Option<&CachedCondition> {
+        find_cached_condition(&self.conditions, type_)
+    }
+}
+
+impl CachedClaim {
+    /// The claim's phase, `None` while its status has none.
+    #[must_use]
+    pub fn phase(&self) -> Option<NodeClaimPhase> {
+        self.status.as_ref().and_then(|s| s.phase)
+    }
+}
+
+impl From<NodeClaim> for CachedClaim {
+    fn from(claim: NodeClaim) -> Self {
+        let NodeClaim {
+            mut metadata,
+            spec,
+            status,
+        } = claim;
+        // Nothing reads a claim's labels or annotations: a `BTreeMap` takes
+        // a ~540-byte node however few entries it holds.
+        metadata.labels = None;
+        metadata.annotations = None;
+        metadata.managed_fields = None;
+        Self {
+            metadata,
+            spec,
+            status: status.as_ref().map(CachedClaimStatus::from),
+        }
+    }
+}
+
+projection_of!(CachedClaim, NodeClaim);
+
+#[cfg(test)]
+mod tests;
