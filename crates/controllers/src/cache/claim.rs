@@ -24,7 +24,8 @@
 //!   a decision that compares the two never writes a status that is already
 //!   there, and never skips one that is not (up to a 64-bit hash collision).
 //! - `metadata` keeps the name, namespace, uid, resourceVersion, generation,
-//!   creation and deletion times, finalizers and ownerReferences.
+//!   creation and deletion times, finalizers and ownerReferences, and
+//!   nothing else.
 //!
 //! [`StatusWrite`]: crate::nodeclaim::decide::StatusWrite
 //! [`StatusWrite::applied_to`]: crate::nodeclaim::decide::StatusWrite::applied_to
@@ -172,17 +173,38 @@ impl CachedClaim {
 impl From<NodeClaim> for CachedClaim {
     fn from(claim: NodeClaim) -> Self {
         let NodeClaim {
-            mut metadata,
+            metadata,
             spec,
             status,
         } = claim;
-        // Nothing reads a claim's labels or annotations: a `BTreeMap` takes
-        // a ~540-byte node however few entries it holds.
-        metadata.labels = None;
-        metadata.annotations = None;
-        metadata.managed_fields = None;
+        // Nothing reads a claim's labels or annotations (a `BTreeMap` takes
+        // a ~540-byte node however few entries it holds), nor its other
+        // metadata fields; the keeper holds exactly these (`cache::Claims`).
+        let ObjectMeta {
+            name,
+            namespace,
+            uid,
+            resource_version,
+            generation,
+            creation_timestamp,
+            deletion_timestamp,
+            finalizers,
+            owner_references,
+            ..
+        } = metadata;
         Self {
-            metadata,
+            metadata: ObjectMeta {
+                name,
+                namespace,
+                uid,
+                resource_version,
+                generation,
+                creation_timestamp,
+                deletion_timestamp,
+                finalizers,
+                owner_references,
+                ..ObjectMeta::default()
+            },
             spec,
             status: status.as_ref().map(CachedClaimStatus::from),
         }

@@ -11,21 +11,31 @@
 //! as its primary kind: the orphans controller keeps a store of its own of
 //! the few claims whose Cluster is missing (`nodeclaim::orphans`).
 //!
+//! Nor does it keep a claim's `ObjectMeta` (360 bytes inline whatever it
+//! holds, and a copy of the name and namespace its maps hold already): a
+//! [`KeptClaim`] holds the fields the read model keeps of it, and each read
+//! builds the [`CachedClaim`] again (a reconcile reads its Cluster's ten or
+//! so; the readers keep none past their reconcile).
+//!
 //! # Guarantees
 //! - It takes watch events as a kube-runtime store does: an object applied
 //!   replaces the one of its namespace and name, a re-list is read in full
 //!   and replaces everything only when it is done (readers see the old state
-//!   until then). A claim is kept as decoded ([`CachedClaim`]).
+//!   until then).
+//! - A claim is read back exactly as decoded ([`CachedClaim`]), in every
+//!   field (tested against a kube-runtime store for any events).
 //! - Clones share what is kept; a reader never sees half of one event.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::CachedClaim;
+use api::{NodeClaimSpec, Text};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::keep::{Held, Holding, Keep, Kept, shared_key};
+use super::{CachedClaim, CachedClaimStatus};
 
 /// The NodeClaims the shared cache keeps. Clones share them.
 #[derive(Default, Clone)]
@@ -37,10 +47,71 @@ pub struct Claims {
 #[derive(Default)]
 struct Namespaces(HashMap<Arc<str>, Namespace>);
 
+/// A claim as the keeper holds it: its read model less the name and
+/// namespace (the keys it is held under) and with its other metadata
+/// fields apart. Every field of [`CachedClaim::from`]'s `metadata` is here.
+struct KeptClaim {
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    /// Interned: every claim holds the same one or none.
+    finalizers: Option<Box<[Text]>>,
+    owner_references: Option<Box<[OwnerReference]>>,
+    spec: NodeClaimSpec,
+    status: Option<CachedClaimStatus>,
+}
+
+impl KeptClaim {
+    fn keep(claim: CachedClaim) -> Self {
+        let CachedClaim {
+            metadata,
+            spec,
+            status,
+        } = claim;
+        Self {
+            uid: metadata.uid.map(String::into_boxed_str),
+            resource_version: metadata.resource_version.map(String::into_boxed_str),
+            generation: metadata.generation,
+            creation_timestamp: metadata.creation_timestamp,
+            deletion_timestamp: metadata.deletion_timestamp,
+            finalizers: metadata
+                .finalizers
+                .map(|f| f.iter().map(|f| api::intern(f)).collect()),
+            owner_references: metadata.owner_references.map(Vec::into_boxed_slice),
+            spec,
+            status,
+        }
+    }
+
+    /// The claim `namespace`/`name` as it was decoded.
+    fn claim(&self, namespace: &str, name: &str) -> CachedClaim {
+        CachedClaim {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                uid: self.uid.as_deref().map(str::to_owned),
+                resource_version: self.resource_version.as_deref().map(str::to_owned),
+                generation: self.generation,
+                creation_timestamp: self.creation_timestamp.clone(),
+                deletion_timestamp: self.deletion_timestamp.clone(),
+                finalizers: (self.finalizers.as_deref())
+                    .map(|f| f.iter().map(|f| f.as_str().to_owned()).collect()),
+                owner_references: self.owner_references.as_deref().map(<[_]>::to_vec),
+                ..ObjectMeta::default()
+            },
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+        }
+    }
+}
+
 /// The claims of one namespace: by name, and the names by Cluster.
 #[derive(Default)]
 struct Namespace {
-    by_name: HashMap<Arc<str>, Arc<CachedClaim>>,
+    /// Boxed: a map's table holds room for more entries than it has.
+    by_name: HashMap<Arc<str>, Box<KeptClaim>>,
     /// Each Cluster name's claims, sharing the names of `by_name`.
     by_cluster: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
 }
@@ -56,7 +127,7 @@ impl Namespace {
             .entry(cluster)
             .or_default()
             .insert(name.clone());
-        self.by_name.insert(name, Arc::new(claim));
+        self.by_name.insert(name, Box::new(KeptClaim::keep(claim)));
     }
 
     fn remove(&mut self, name: &str) {
@@ -97,8 +168,9 @@ impl Holding<CachedClaim> for Namespaces {
 }
 
 impl Namespaces {
-    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<CachedClaim>> {
-        self.0.get(namespace)?.by_name.get(name)
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<CachedClaim>> {
+        let kept = self.0.get(namespace)?.by_name.get(name)?;
+        Some(Arc::new(kept.claim(namespace, name)))
     }
 }
 
@@ -108,6 +180,7 @@ impl Claims {
     #[must_use]
     pub fn of_cluster(&self, namespace: &str, cluster: &str) -> Vec<Arc<CachedClaim>> {
         let kept = self.held.read();
+        let namespace_name = namespace;
         let Some(namespace) = kept.0.get(namespace) else {
             return Vec::new();
         };
@@ -116,7 +189,10 @@ impl Claims {
             .get(cluster)
             .into_iter()
             .flatten()
-            .filter_map(|name| namespace.by_name.get(name).cloned())
+            .filter_map(|name| {
+                let kept = namespace.by_name.get(name)?;
+                Some(Arc::new(kept.claim(namespace_name, name)))
+            })
             .collect()
     }
 
@@ -141,16 +217,23 @@ impl Kept<CachedClaim> for Claims {
         self.held
             .read()
             .get(key.namespace.as_deref().unwrap_or_default(), &key.name)
-            .cloned()
     }
 
     fn state(&self) -> Vec<Arc<CachedClaim>> {
         self.held
             .read()
             .0
-            .values()
-            .flat_map(|kept| kept.by_name.values().cloned())
+            .iter()
+            .flat_map(|(namespace, kept)| {
+                (kept.by_name.iter()).map(|(name, claim)| Arc::new(claim.claim(namespace, name)))
+            })
             .collect()
+    }
+
+    /// The subscribers get the decoded claim itself: what is kept is built
+    /// again at each read.
+    fn for_subscribers(&self, object: CachedClaim) -> Arc<CachedClaim> {
+        Arc::new(object)
     }
 }
 

@@ -18,6 +18,15 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
             namespace: Some(ns.to_owned()),
             uid: Some(format!("uid-{name}")),
             resource_version: Some(version.to_string()),
+            // Every metadata field the keeper holds apart, in some versions.
+            generation: (version > 0).then(|| i64::try_from(version).unwrap()),
+            finalizers: (version % 2 == 1)
+                .then(|| vec![api::names::NODECLAIM_FINALIZER.to_owned()]),
+            deletion_timestamp: (version == 2).then(|| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    "2026-12-06T01:00:00Z".parse().unwrap(),
+                )
+            }),
             ..ObjectMeta::default()
         },
         spec: NodeClaimSpec {
@@ -104,13 +113,20 @@ fn a_relist_replaces_everything_only_when_it_is_done() {
 }
 
 #[test]
-fn the_subscribers_get_the_kept_copy() {
+fn the_subscribers_get_the_decoded_claim_and_a_read_gets_it_back() {
     let mut keep = Claims::default();
-    let applied = claim("a", "w1", "c1", 1);
+    let mut applied = claim("a", "w1", "c1", 1);
+    applied.metadata.finalizers = Some(vec![api::names::NODECLAIM_FINALIZER.to_owned()]);
+    applied.metadata.generation = Some(3);
     keep.apply(&watcher::Event::Apply(applied.clone()));
-    let told = keep.for_subscribers(applied);
+    let told = keep.for_subscribers(applied.clone());
+    assert_eq!(*told, applied);
     let kept = keep.get(&ObjectRef::new("w1").within("a")).unwrap();
-    assert!(Arc::ptr_eq(&told, &kept), "no second copy in the fan-out");
+    assert_eq!(
+        *kept, applied,
+        "kept without its ObjectMeta, read back whole"
+    );
+    assert_eq!(*keep.of_cluster("a", "c1")[0], applied);
 }
 
 /// One watch event over a few namespaces, names, Clusters and versions.
