@@ -180,29 +180,17 @@ impl From<NodeClaim> for CachedClaim {
         // Nothing reads a claim's labels or annotations (a `BTreeMap` takes
         // a ~540-byte node however few entries it holds), nor its other
         // metadata fields; the keeper holds exactly these (`cache::Claims`).
-        let ObjectMeta {
-            name,
-            namespace,
-            uid,
-            resource_version,
-            generation,
-            creation_timestamp,
-            deletion_timestamp,
-            finalizers,
-            owner_references,
-            ..
-        } = metadata;
         Self {
             metadata: ObjectMeta {
-                name,
-                namespace,
-                uid,
-                resource_version,
-                generation,
-                creation_timestamp,
-                deletion_timestamp,
-                finalizers,
-                owner_references,
+                name: metadata.name,
+                namespace: metadata.namespace,
+                uid: metadata.uid,
+                resource_version: metadata.resource_version,
+                generation: metadata.generation,
+                creation_timestamp: metadata.creation_timestamp,
+                deletion_timestamp: metadata.deletion_timestamp,
+                finalizers: metadata.finalizers,
+                owner_references: metadata.owner_references,
                 ..ObjectMeta::default()
             },
             spec,

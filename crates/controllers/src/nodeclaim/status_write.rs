@@ -61,11 +61,13 @@ impl StatusWrite {
     /// `status` with this write laid on it.
     #[must_use]
     pub fn applied_to(&self, mut status: NodeClaimStatus) -> NodeClaimStatus {
-        status.phase = self.phase;
-        status.infra.clone_from(&self.infra);
-        status.guest.clone_from(&self.guest);
-        status.grant_expires_at.clone_from(&self.grant_expires_at);
-        status.observed_generation = self.observed_generation;
+        self.lay_scalars(
+            &mut status.phase,
+            &mut status.infra,
+            &mut status.guest,
+            &mut status.grant_expires_at,
+            &mut status.observed_generation,
+        );
         for condition in &self.conditions {
             set_condition(&mut status.conditions, condition.clone());
         }
@@ -75,15 +77,33 @@ impl StatusWrite {
     /// The read model of a status with this write laid on it.
     #[must_use]
     pub fn applied_to_cached(&self, mut status: CachedClaimStatus) -> CachedClaimStatus {
-        status.phase = self.phase;
-        status.infra.clone_from(&self.infra);
-        status.guest.clone_from(&self.guest);
-        status.grant_expires_at.clone_from(&self.grant_expires_at);
-        status.observed_generation = self.observed_generation;
+        self.lay_scalars(
+            &mut status.phase,
+            &mut status.infra,
+            &mut status.guest,
+            &mut status.grant_expires_at,
+            &mut status.observed_generation,
+        );
         for condition in &self.conditions {
             set_cached_condition(&mut status.conditions, CachedCondition::from(condition));
         }
         status
+    }
+
+    /// Sets the scalars of a status (whole, or its read model) to this write's.
+    fn lay_scalars(
+        &self,
+        phase: &mut Option<NodeClaimPhase>,
+        infra: &mut Option<InfraRef>,
+        guest: &mut Option<Guest>,
+        grant_expires_at: &mut Option<Time>,
+        observed_generation: &mut Option<i64>,
+    ) {
+        *phase = self.phase;
+        infra.clone_from(&self.infra);
+        guest.clone_from(&self.guest);
+        grant_expires_at.clone_from(&self.grant_expires_at);
+        *observed_generation = self.observed_generation;
     }
 
     /// Whether writing this changes `previous`.
