@@ -196,6 +196,27 @@ impl Claims {
             .collect()
     }
 
+    /// The claims whose `status.infra` names Infra `namespace`/`name`: every
+    /// claim is looked at, only those are built.
+    #[must_use]
+    pub fn composed_into(&self, namespace: &str, name: &str) -> Vec<Arc<CachedClaim>> {
+        let names_infra = |claim: &KeptClaim| {
+            (claim.status.as_ref())
+                .and_then(|s| s.infra.as_ref())
+                .is_some_and(|at| at.namespace == namespace && at.name == name)
+        };
+        self.held
+            .read()
+            .0
+            .iter()
+            .flat_map(|(claims_namespace, kept)| {
+                (kept.by_name.iter())
+                    .filter(|(_, claim)| names_infra(claim))
+                    .map(|(claim_name, claim)| Arc::new(claim.claim(claims_namespace, claim_name)))
+            })
+            .collect()
+    }
+
     /// Every (namespace, Cluster name) some claim names.
     #[must_use]
     pub fn cluster_keys(&self) -> Vec<(String, String)> {

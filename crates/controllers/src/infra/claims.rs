@@ -17,8 +17,8 @@ use api::{ConditionStatus, Infra, NodeClaimPhase};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::cache::CachedClaim;
 use crate::cache::keep::Kept;
+use crate::cache::{CachedClaim, Claims};
 use crate::nodeclaim::conditions::INFRA_COMPOSED;
 
 /// Why a node entry gets no ComputeContract.
@@ -52,21 +52,21 @@ pub struct ClaimsSeen {
 
 /// Reads what [`ClaimsSeen`] holds for `infra` from `claims`. `leaving` are
 /// the entries of contracts that left `spec.contracts` and are not released
-/// yet: only for those is the whole cache scanned.
+/// yet: only for those is every claim looked at (and only those whose
+/// status names this Infra built, [`Claims::composed_into`]).
 #[must_use]
-pub fn observe(
-    infra: &Infra,
-    leaving: &BTreeSet<String>,
-    claims: &impl Kept<CachedClaim>,
-) -> ClaimsSeen {
+pub fn observe(infra: &Infra, leaving: &BTreeSet<String>, claims: &Claims) -> ClaimsSeen {
     let unserved = unserved_nodes(infra, |namespace, name| {
         claims.get(&ObjectRef::new(name).within(namespace))
     });
     let in_use = if leaving.is_empty() {
         BTreeMap::new()
     } else {
-        let all = claims.state();
-        in_use(infra, leaving, all.iter().map(Arc::as_ref))
+        let composed = claims.composed_into(
+            infra.namespace().as_deref().unwrap_or_default(),
+            &infra.name_any(),
+        );
+        in_use(infra, leaving, composed.iter().map(Arc::as_ref))
     };
     ClaimsSeen { unserved, in_use }
 }

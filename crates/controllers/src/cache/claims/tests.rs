@@ -213,3 +213,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_claims_composed_into_an_infra_are_those_whose_status_names_it() {
+    let composed = |name: &str, infra: Option<(&str, &str)>| {
+        let mut claim = claim("a", name, "c1", 1);
+        claim.status = Some(crate::cache::CachedClaimStatus {
+            infra: infra.map(|(namespace, infra)| api::InfraRef {
+                namespace: namespace.to_owned(),
+                name: infra.to_owned(),
+                contract: format!("node-{name}"),
+                compute_contract: format!("{infra}-node-{name}"),
+            }),
+            ..crate::cache::CachedClaimStatus::default()
+        });
+        claim
+    };
+    let mut keep = Claims::default();
+    let mine = composed("w1", Some(("system", "nodes-x")));
+    for claim in [
+        mine.clone(),
+        composed("w2", Some(("system", "nodes-y"))),
+        composed("w3", Some(("elsewhere", "nodes-x"))),
+        composed("w4", None),
+        claim("b", "w5", "c1", 1),
+    ] {
+        keep.apply(&watcher::Event::Apply(claim));
+    }
+    let found = keep.composed_into("system", "nodes-x");
+    assert_eq!(found.len(), 1);
+    assert_eq!(*found[0], mine, "built whole");
+    assert!(keep.composed_into("system", "nodes-z").is_empty());
+}
