@@ -226,6 +226,25 @@ pub fn together<F: Future>(writes: Vec<F>) -> impl Stream<Item = F::Output> {
     stream::iter(writes).buffered(WRITES_AT_ONCE)
 }
 
+/// The object `namespace`/`name` as the API server holds it now (a GET,
+/// not the cache: for a write that must not be built from a cached copy);
+/// `None` when it is gone.
+///
+/// # Errors
+/// The read failed ([`Error::Kube`], naming the object).
+pub async fn read<K>(client: &Client, namespace: &str, name: &str) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    kube::Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read {}", describe::<K>(namespace, name)), e))
+}
+
 /// Server-side applies `object` (its spec and metadata; never its status)
 /// under `manager`, forced: these fields are the controller's alone.
 ///

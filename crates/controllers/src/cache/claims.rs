@@ -180,18 +180,16 @@ impl Claims {
     #[must_use]
     pub fn of_cluster(&self, namespace: &str, cluster: &str) -> Vec<Arc<CachedClaim>> {
         let kept = self.held.read();
-        let namespace_name = namespace;
-        let Some(namespace) = kept.0.get(namespace) else {
+        let Some(held) = kept.0.get(namespace) else {
             return Vec::new();
         };
-        namespace
-            .by_cluster
+        held.by_cluster
             .get(cluster)
             .into_iter()
             .flatten()
             .filter_map(|name| {
-                let kept = namespace.by_name.get(name)?;
-                Some(Arc::new(kept.claim(namespace_name, name)))
+                let claim = held.by_name.get(name)?;
+                Some(Arc::new(claim.claim(namespace, name)))
             })
             .collect()
     }

@@ -216,11 +216,8 @@ pub(super) async fn observe(
     if cached.is_some() || !(contracts_gone && infra.metadata.deletion_timestamp.is_some()) {
         return Ok(cached);
     }
-    let api: kube::Api<AtprotoRecord> = kube::Api::namespaced(ctx.client.clone(), &namespace);
-    api.get_opt(&name)
-        .await
-        .map(|found| found.map(std::sync::Arc::new))
-        .map_err(|e| crate::Error::kube(format!("read AtprotoRecord {namespace}/{name}"), e))
+    let found = crate::write::read::<AtprotoRecord>(&ctx.client, &namespace, &name).await?;
+    Ok(found.map(std::sync::Arc::new))
 }
 
 /// Writes `plan`: the apply, the delete (gone is done), then the Event

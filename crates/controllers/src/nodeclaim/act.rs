@@ -273,13 +273,8 @@ async fn write_claim_status(
     patched: &Patched,
     own_writes: &OwnWrites,
 ) -> Result<Option<NodeClaim>> {
-    let api: kube::Api<NodeClaim> = kube::Api::namespaced(ctx.client.clone(), &change.namespace);
-    let Some(mut decided_from) = api.get_opt(&change.name).await.map_err(|e| {
-        crate::Error::kube(
-            format!("read NodeClaim {}/{}", change.namespace, change.name),
-            e,
-        )
-    })?
+    let Some(mut decided_from) =
+        write::read::<NodeClaim>(&ctx.client, &change.namespace, &change.name).await?
     else {
         return Ok(None);
     };

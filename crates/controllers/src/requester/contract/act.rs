@@ -205,11 +205,7 @@ async fn read_contract(
     contract: &CachedContract,
 ) -> Result<Option<WholeContract>> {
     let namespace = contract.namespace().unwrap_or_default();
-    let api: kube::Api<WholeContract> = kube::Api::namespaced(ctx.client.clone(), &namespace);
-    let name = contract.name_any();
-    api.get_opt(&name)
-        .await
-        .map_err(|e| crate::Error::kube(format!("read ComputeContract {namespace}/{name}"), e))
+    crate::write::read(&ctx.client, &namespace, &contract.name_any()).await
 }
 
 /// How long until a finished contract's TTL deletes it (zero: at once); `None`
