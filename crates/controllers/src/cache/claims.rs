@@ -15,7 +15,8 @@
 //! holds, and a copy of the name and namespace its maps hold already): a
 //! [`KeptClaim`] holds the fields the read model keeps of it, and each read
 //! builds the [`CachedClaim`] again (a reconcile reads its Cluster's ten or
-//! so; the readers keep none past their reconcile).
+//! so; the readers keep none past their reconcile). Its owners and Infra
+//! entry are held more compactly than their API types (`kept`'s docs).
 //!
 //! # Guarantees
 //! - It takes watch events as a kube-runtime store does: an object applied
@@ -29,13 +30,15 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use api::{NodeClaimSpec, Text};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
+use super::CachedClaim;
 use super::keep::{Held, Holding, Keep, Kept, shared_key};
-use super::{CachedClaim, CachedClaimStatus};
+
+mod kept;
+
+use kept::KeptClaim;
 
 /// The NodeClaims the shared cache keeps. Clones share them.
 #[derive(Default, Clone)]
@@ -46,66 +49,6 @@ pub struct Claims {
 /// The claims by namespace.
 #[derive(Default)]
 struct Namespaces(HashMap<Arc<str>, Namespace>);
-
-/// A claim as the keeper holds it: its read model less the name and
-/// namespace (the keys it is held under) and with its other metadata
-/// fields apart. Every field of [`CachedClaim::from`]'s `metadata` is here.
-struct KeptClaim {
-    uid: Option<Box<str>>,
-    resource_version: Option<Box<str>>,
-    generation: Option<i64>,
-    creation_timestamp: Option<Time>,
-    deletion_timestamp: Option<Time>,
-    /// Interned: every claim holds the same one or none.
-    finalizers: Option<Box<[Text]>>,
-    owner_references: Option<Box<[OwnerReference]>>,
-    spec: NodeClaimSpec,
-    status: Option<CachedClaimStatus>,
-}
-
-impl KeptClaim {
-    fn keep(claim: CachedClaim) -> Self {
-        let CachedClaim {
-            metadata,
-            spec,
-            status,
-        } = claim;
-        Self {
-            uid: metadata.uid.map(String::into_boxed_str),
-            resource_version: metadata.resource_version.map(String::into_boxed_str),
-            generation: metadata.generation,
-            creation_timestamp: metadata.creation_timestamp,
-            deletion_timestamp: metadata.deletion_timestamp,
-            finalizers: metadata
-                .finalizers
-                .map(|f| f.iter().map(|f| api::intern(f)).collect()),
-            owner_references: metadata.owner_references.map(Vec::into_boxed_slice),
-            spec,
-            status,
-        }
-    }
-
-    /// The claim `namespace`/`name` as it was decoded.
-    fn claim(&self, namespace: &str, name: &str) -> CachedClaim {
-        CachedClaim {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: Some(namespace.to_owned()),
-                uid: self.uid.as_deref().map(str::to_owned),
-                resource_version: self.resource_version.as_deref().map(str::to_owned),
-                generation: self.generation,
-                creation_timestamp: self.creation_timestamp.clone(),
-                deletion_timestamp: self.deletion_timestamp.clone(),
-                finalizers: (self.finalizers.as_deref())
-                    .map(|f| f.iter().map(|f| f.as_str().to_owned()).collect()),
-                owner_references: self.owner_references.as_deref().map(<[_]>::to_vec),
-                ..ObjectMeta::default()
-            },
-            spec: self.spec.clone(),
-            status: self.status.clone(),
-        }
-    }
-}
 
 /// The claims of one namespace: by name, and the names by Cluster.
 #[derive(Default)]
@@ -198,11 +141,7 @@ impl Claims {
     /// claim is looked at, only those are built.
     #[must_use]
     pub fn composed_into(&self, namespace: &str, name: &str) -> Vec<Arc<CachedClaim>> {
-        let names_infra = |claim: &KeptClaim| {
-            (claim.status.as_ref())
-                .and_then(|s| s.infra.as_ref())
-                .is_some_and(|at| at.namespace == namespace && at.name == name)
-        };
+        let names_infra = |claim: &KeptClaim| claim.composed_into(namespace, name);
         self.held
             .read()
             .0

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use api::{Location, NodeClaimSpec, Resources};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
 use proptest::prelude::*;
 
@@ -27,6 +28,23 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
                     "2026-12-06T01:00:00Z".parse().unwrap(),
                 )
             }),
+            // Owners the keeper holds compactly: its Cluster's, and one of
+            // another kind with other flags.
+            owner_references: (version > 0).then(|| {
+                let owner = |kind: &str, owner: &str, controller: Option<bool>| OwnerReference {
+                    api_version: format!("{kind}.example/v{version}"),
+                    kind: kind.to_owned(),
+                    name: owner.to_owned(),
+                    uid: format!("uid-{owner}-{version}"),
+                    controller,
+                    block_owner_deletion: controller.map(|c| !c),
+                };
+                let mut owners = vec![owner("Cluster", cluster, Some(true))];
+                if version == 2 {
+                    owners.push(owner("Other", name, None));
+                }
+                owners
+            }),
             ..ObjectMeta::default()
         },
         spec: NodeClaimSpec {
@@ -46,7 +64,46 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
             join_grace_seconds: 900,
             loss_grace_seconds: 300,
         },
-        status: None,
+        // An Infra entry whose contract has the Infra's name for it (as the
+        // NodeClaim controller writes it), and one whose contract does not.
+        status: (version > 0).then(|| crate::cache::CachedClaimStatus {
+            infra: Some(api::InfraRef {
+                namespace: format!("system-{ns}"),
+                name: format!("nodes-{cluster}"),
+                contract: format!("node-{name}"),
+                compute_contract: if version == 1 {
+                    format!("nodes-{cluster}-node-{name}")
+                } else {
+                    format!("by-hand-{name}")
+                },
+            }),
+            observed_generation: Some(i64::try_from(version).unwrap()),
+            // The rest of a status in one version: each field is kept.
+            phase: (version == 2).then_some(api::NodeClaimPhase::Joined),
+            conditions: if version == 2 {
+                vec![crate::cache::CachedCondition {
+                    type_: "Joined".into(),
+                    status: api::ConditionStatus::True,
+                    reason: "NodeRegistered".into(),
+                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        "2026-12-06T02:00:00Z".parse().unwrap(),
+                    ),
+                    rest: 7,
+                }]
+            } else {
+                Vec::new()
+            },
+            guest: (version == 2).then(|| api::Guest {
+                provider: "did:plc:bidder".to_owned(),
+                address: Some("10.0.0.7".to_owned()),
+                node_id: None,
+            }),
+            grant_expires_at: (version == 2).then(|| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    "2026-12-06T03:00:00Z".parse().unwrap(),
+                )
+            }),
+        }),
     }
 }
 

@@ -1,0 +1,229 @@
+//! [`KeptClaim`]: a claim as the keeper holds it, and what it is built
+//! back into at each read.
+//!
+//! Of a claim's read model it keeps neither the name and namespace (the
+//! keys it is held under) nor an `ObjectMeta` (360 bytes inline whatever it
+//! holds), and two parts more compactly than their API types (heaptrack of
+//! a 10,000-node scale-up, plan 0018):
+//! - each ownerReference ([`KeptOwner`]) with its `apiVersion` and `kind`
+//!   interned (every claim's owner is a Cluster: one text each for all)
+//!   and its name and uid as boxed strings: 104 bytes inline and 4
+//!   allocations an owner in `OwnerReference`, 66 and 2 here;
+//! - `status.infra` ([`KeptInfraRef`]) without its `computeContract` when
+//!   that is the name the Infra gives the entry's contract
+//!   (`<infra>-<entry>`, always so when the NodeClaim controller wrote
+//!   it): 96 bytes inline and 4 allocations in `InfraRef`, 64 and 3 here.
+//!
+//! # Guarantees
+//! - [`KeptClaim::claim`] gives back the claim [`KeptClaim::keep`] took,
+//!   equal in every field (the keeper's property test against a
+//!   kube-runtime store varies each).
+
+use api::names::compute_contract_name;
+use api::{Guest, InfraRef, NodeClaimPhase, NodeClaimSpec, Text};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+use crate::cache::{CachedClaim, CachedClaimStatus, CachedCondition};
+
+/// A claim as the keeper holds it: its read model less the name and
+/// namespace (the keys it is held under) and with its other metadata
+/// fields apart. Every field of [`CachedClaim::from`]'s `metadata` is here.
+pub(super) struct KeptClaim {
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    /// Interned: every claim holds the same one or none.
+    finalizers: Option<Box<[Text]>>,
+    owner_references: Option<Box<[KeptOwner]>>,
+    /// Read by the keeper's grouping.
+    pub(super) spec: NodeClaimSpec,
+    status: Option<KeptStatus>,
+}
+
+/// A claim's [`CachedClaimStatus`] as kept: its Infra entry compact.
+struct KeptStatus {
+    phase: Option<NodeClaimPhase>,
+    infra: Option<KeptInfraRef>,
+    conditions: Vec<CachedCondition>,
+    guest: Option<Guest>,
+    grant_expires_at: Option<Time>,
+    observed_generation: Option<i64>,
+}
+
+impl From<CachedClaimStatus> for KeptStatus {
+    fn from(status: CachedClaimStatus) -> Self {
+        let CachedClaimStatus {
+            phase,
+            infra,
+            conditions,
+            guest,
+            grant_expires_at,
+            observed_generation,
+        } = status;
+        Self {
+            phase,
+            infra: infra.map(KeptInfraRef::from),
+            conditions,
+            guest,
+            grant_expires_at,
+            observed_generation,
+        }
+    }
+}
+
+impl From<&KeptStatus> for CachedClaimStatus {
+    fn from(status: &KeptStatus) -> Self {
+        Self {
+            phase: status.phase,
+            infra: status.infra.as_ref().map(InfraRef::from),
+            conditions: status.conditions.clone(),
+            guest: status.guest.clone(),
+            grant_expires_at: status.grant_expires_at.clone(),
+            observed_generation: status.observed_generation,
+        }
+    }
+}
+
+impl KeptClaim {
+    pub(super) fn keep(claim: CachedClaim) -> Self {
+        let CachedClaim {
+            metadata,
+            spec,
+            status,
+        } = claim;
+        Self {
+            uid: metadata.uid.map(String::into_boxed_str),
+            resource_version: metadata.resource_version.map(String::into_boxed_str),
+            generation: metadata.generation,
+            creation_timestamp: metadata.creation_timestamp,
+            deletion_timestamp: metadata.deletion_timestamp,
+            finalizers: metadata
+                .finalizers
+                .map(|f| f.iter().map(|f| api::intern(f)).collect()),
+            owner_references: metadata
+                .owner_references
+                .map(|owners| owners.into_iter().map(KeptOwner::from).collect()),
+            spec,
+            status: status.map(KeptStatus::from),
+        }
+    }
+
+    /// Whether `status.infra` names Infra `namespace`/`name`.
+    pub(super) fn composed_into(&self, namespace: &str, name: &str) -> bool {
+        (self.status.as_ref())
+            .and_then(|status| status.infra.as_ref())
+            .is_some_and(|at| *at.namespace == *namespace && *at.name == *name)
+    }
+
+    /// The claim `namespace`/`name` as it was decoded.
+    pub(super) fn claim(&self, namespace: &str, name: &str) -> CachedClaim {
+        CachedClaim {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                uid: self.uid.as_deref().map(str::to_owned),
+                resource_version: self.resource_version.as_deref().map(str::to_owned),
+                generation: self.generation,
+                creation_timestamp: self.creation_timestamp.clone(),
+                deletion_timestamp: self.deletion_timestamp.clone(),
+                finalizers: (self.finalizers.as_deref())
+                    .map(|f| f.iter().map(|f| f.as_str().to_owned()).collect()),
+                owner_references: (self.owner_references.as_deref())
+                    .map(|owners| owners.iter().map(OwnerReference::from).collect()),
+                ..ObjectMeta::default()
+            },
+            spec: self.spec.clone(),
+            status: self.status.as_ref().map(CachedClaimStatus::from),
+        }
+    }
+}
+
+/// An ownerReference as kept. See the [module docs](self).
+struct KeptOwner {
+    /// Interned.
+    api_version: Text,
+    /// Interned.
+    kind: Text,
+    name: Box<str>,
+    uid: Box<str>,
+    controller: Option<bool>,
+    block_owner_deletion: Option<bool>,
+}
+
+impl From<OwnerReference> for KeptOwner {
+    fn from(owner: OwnerReference) -> Self {
+        let OwnerReference {
+            api_version,
+            block_owner_deletion,
+            controller,
+            kind,
+            name,
+            uid,
+        } = owner;
+        Self {
+            api_version: api::intern(&api_version),
+            kind: api::intern(&kind),
+            name: name.into_boxed_str(),
+            uid: uid.into_boxed_str(),
+            controller,
+            block_owner_deletion,
+        }
+    }
+}
+
+impl From<&KeptOwner> for OwnerReference {
+    fn from(owner: &KeptOwner) -> Self {
+        Self {
+            api_version: owner.api_version.as_str().to_owned(),
+            block_owner_deletion: owner.block_owner_deletion,
+            controller: owner.controller,
+            kind: owner.kind.as_str().to_owned(),
+            name: owner.name.to_string(),
+            uid: owner.uid.to_string(),
+        }
+    }
+}
+
+/// A claim's `status.infra` as kept. See the [module docs](self).
+struct KeptInfraRef {
+    namespace: Box<str>,
+    name: Box<str>,
+    contract: Box<str>,
+    /// `None` when it is `<name>-<contract>`, the name the Infra gives it.
+    compute_contract: Option<Box<str>>,
+}
+
+impl From<InfraRef> for KeptInfraRef {
+    fn from(at: InfraRef) -> Self {
+        let InfraRef {
+            namespace,
+            name,
+            contract,
+            compute_contract,
+        } = at;
+        let compute_contract = (compute_contract != compute_contract_name(&name, &contract))
+            .then(|| compute_contract.into_boxed_str());
+        Self {
+            namespace: namespace.into_boxed_str(),
+            name: name.into_boxed_str(),
+            contract: contract.into_boxed_str(),
+            compute_contract,
+        }
+    }
+}
+
+impl From<&KeptInfraRef> for InfraRef {
+    fn from(at: &KeptInfraRef) -> Self {
+        Self {
+            namespace: at.namespace.to_string(),
+            name: at.name.to_string(),
+            contract: at.contract.to_string(),
+            compute_contract: match &at.compute_contract {
+                Some(named) => named.to_string(),
+                None => compute_contract_name(&at.name, &at.contract),
+            },
+        }
+    }
+}
