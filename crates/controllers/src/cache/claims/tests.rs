@@ -96,7 +96,7 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
             guest: (version == 2).then(|| api::Guest {
                 provider: "did:plc:bidder".to_owned(),
                 address: Some("10.0.0.7".to_owned()),
-                node_id: None,
+                node_id: Some(format!("guest-{name}")),
             }),
             grant_expires_at: (version == 2).then(|| {
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
