@@ -32,14 +32,14 @@
 
 use api::names::{INFRA_RELEASED_ANNOTATION, RECEIPT_ANNOTATION};
 use api::{
-    ComputeContract, ComputeContractPhase, ComputeContractSpec, ComputeContractStatus, Guest,
-    Location, Receipt, Resources, StringMap, Text,
+    ComputeContract, ComputeContractPhase, ComputeContractSpec, ComputeContractStatus, Location,
+    Receipt, Resources, StringMap, Text,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
 
-use super::Labelled;
 use super::projection::{KeptMetadata, projection_of};
+use super::{CachedGuest, Labelled};
 use crate::requester::conditions::RELEASED;
 
 /// What the shared cache keeps of a ComputeContract. See the [module docs](self).
@@ -85,8 +85,8 @@ pub struct CachedContractStatus {
     pub phase: Option<ComputeContractPhase>,
     /// `status.message`.
     pub message: Option<Text>,
-    /// `status.guest`.
-    pub guest: Option<Guest>,
+    /// `status.guest`, its provider interned.
+    pub guest: Option<CachedGuest>,
     /// Whether `status.receipt` is set (not only the receipt annotation).
     pub receipt_recorded: bool,
     /// Whether `status.winner` is set: a bid was accepted or a guest taken over.
@@ -191,7 +191,7 @@ impl From<ComputeContract> for CachedContract {
             CachedContractStatus {
                 phase,
                 message,
-                guest,
+                guest: guest.map(CachedGuest::from),
                 receipt_recorded,
                 won: winner.is_some(),
                 retrying: next_attempt_at.is_some(),

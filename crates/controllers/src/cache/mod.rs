@@ -52,6 +52,7 @@ pub mod claim;
 pub mod claims;
 pub mod contract;
 pub mod decode;
+mod guest;
 pub mod index;
 mod indexes;
 pub mod join_secret;
@@ -90,6 +91,7 @@ pub use claim::{
 pub use claims::Claims;
 pub use contract::{CachedContract, CachedContractSpec, CachedContractStatus};
 use decode::{Decoded, Lenient, Undecodable};
+pub use guest::CachedGuest;
 pub use index::Index;
 use index::Indexer;
 pub use indexes::Indexes;

@@ -83,8 +83,8 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
             let verdict = composed::decide(Composition::Refused(problem), generation, &stamp);
             status.conditions.push(verdict.condition);
             status.phase = Some(uncomposed_phase(previous, contract));
-            if let Some(guest) = contract.and_then(|c| c.status.as_ref()?.guest.clone()) {
-                status.guest = Some(guest);
+            if let Some(guest) = contract.and_then(|c| c.status.as_ref()?.guest.as_ref()) {
+                status.guest = Some(guest.into());
             }
             if let Some(infra_gone) = stopped {
                 for condition in
@@ -126,8 +126,8 @@ pub(super) fn decide(view: ClaimView<'_>, outcome: Outcome<'_>) -> ClaimDecision
             );
             status.conditions.push(deployed.condition);
             status.conditions.push(joined.condition);
-            if let Some(guest) = contract_status.and_then(|s| s.guest.clone()) {
-                status.guest = Some(guest);
+            if let Some(guest) = contract_status.and_then(|s| s.guest.as_ref()) {
+                status.guest = Some(guest.into());
             }
             if let Some(at) = joined::grant_expires_at(since, graces) {
                 status.grant_expires_at = Some(to_time(at));

@@ -13,8 +13,7 @@
 //!   that is the name the Infra gives the entry's contract
 //!   (`<infra>-<entry>`, always so when the NodeClaim controller wrote
 //!   it): 96 bytes inline and 4 allocations in `InfraRef`, 64 and 3 here;
-//! - `status.guest` ([`KeptGuest`]) with its provider interned (a market's
-//!   few bidders rent all its guests): 72 bytes inline in `Guest`, 48 here.
+//! - `status.guest` as a [`CachedGuest`] (its provider interned).
 //!
 //! # Guarantees
 //! - [`KeptClaim::claim`] gives back the claim [`KeptClaim::keep`] took,
@@ -25,7 +24,7 @@ use api::names::compute_contract_name;
 use api::{Guest, InfraRef, NodeClaimPhase, NodeClaimSpec, Text};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
-use crate::cache::{CachedClaim, CachedClaimStatus, CachedCondition};
+use crate::cache::{CachedClaim, CachedClaimStatus, CachedCondition, CachedGuest};
 
 /// A claim as the keeper holds it: its read model less the name and
 /// namespace (the keys it is held under) and with its other metadata
@@ -49,7 +48,7 @@ struct KeptStatus {
     phase: Option<NodeClaimPhase>,
     infra: Option<KeptInfraRef>,
     conditions: Vec<CachedCondition>,
-    guest: Option<KeptGuest>,
+    guest: Option<CachedGuest>,
     grant_expires_at: Option<Time>,
     observed_generation: Option<i64>,
 }
@@ -68,7 +67,7 @@ impl From<CachedClaimStatus> for KeptStatus {
             phase,
             infra: infra.map(KeptInfraRef::from),
             conditions,
-            guest: guest.map(KeptGuest::from),
+            guest: guest.map(CachedGuest::from),
             grant_expires_at,
             observed_generation,
         }
@@ -226,39 +225,6 @@ impl From<&KeptInfraRef> for InfraRef {
                 Some(named) => named.to_string(),
                 None => compute_contract_name(&at.name, &at.contract),
             },
-        }
-    }
-}
-
-/// A claim's `status.guest` as kept. See the [module docs](self).
-struct KeptGuest {
-    /// Interned: a market's few bidders rent every guest.
-    provider: Text,
-    address: Option<Box<str>>,
-    node_id: Option<Box<str>>,
-}
-
-impl From<Guest> for KeptGuest {
-    fn from(guest: Guest) -> Self {
-        let Guest {
-            provider,
-            address,
-            node_id,
-        } = guest;
-        Self {
-            provider: api::intern(&provider),
-            address: address.map(String::into_boxed_str),
-            node_id: node_id.map(String::into_boxed_str),
-        }
-    }
-}
-
-impl From<&KeptGuest> for Guest {
-    fn from(guest: &KeptGuest) -> Self {
-        Self {
-            provider: guest.provider.as_str().to_owned(),
-            address: guest.address.as_deref().map(str::to_owned),
-            node_id: guest.node_id.as_deref().map(str::to_owned),
         }
     }
 }

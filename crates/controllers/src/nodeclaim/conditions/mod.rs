@@ -13,8 +13,8 @@ pub mod composed;
 pub mod deployed;
 pub mod joined;
 
-use crate::cache::CachedContractStatus;
-use api::{ComputeContractPhase, Condition, ConditionStatus, Guest, find_condition};
+use crate::cache::{CachedContractStatus, CachedGuest};
+use api::{ComputeContractPhase, Condition, ConditionStatus, find_condition};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -155,7 +155,7 @@ impl Verdict {
 
 /// The guest of a contract whose machine runs (Deployed, a guest reported).
 #[must_use]
-pub fn running_guest(status: Option<&CachedContractStatus>) -> Option<&Guest> {
+pub fn running_guest(status: Option<&CachedContractStatus>) -> Option<&CachedGuest> {
     status
         .filter(|s| s.phase == Some(ComputeContractPhase::Deployed))
         .and_then(|s| s.guest.as_ref())

@@ -63,7 +63,8 @@ pub fn needs_look(contract: &CachedContract, answer: &Result<GuestStatus, Market
     let guest = contract.status.as_ref().and_then(|s| s.guest.as_ref());
     match answer {
         Ok(GuestStatus::NodeRegistered { address, node_id }) => guest.is_none_or(|guest| {
-            guest.node_id.as_ref() != Some(node_id) || guest.address != *address
+            guest.node_id.as_deref() != Some(node_id.as_str())
+                || guest.address.as_deref() != address.as_deref()
         }),
         Ok(_) => true,
         Err(error) => !error.is_retryable(),
