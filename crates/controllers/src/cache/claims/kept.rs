@@ -8,7 +8,7 @@
 //! - each ownerReference ([`KeptOwner`]) with its `apiVersion` and `kind`
 //!   interned (every claim's owner is a Cluster: one text each for all)
 //!   and its name and uid as boxed strings: 104 bytes inline and 4
-//!   allocations an owner in `OwnerReference`, 66 and 2 here;
+//!   allocations an owner in `OwnerReference`, 72 and 2 here;
 //! - `status.infra` ([`KeptInfraRef`]) without its `computeContract` when
 //!   that is the name the Infra gives the entry's contract
 //!   (`<infra>-<entry>`, always so when the NodeClaim controller wrote
