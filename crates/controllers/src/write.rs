@@ -34,7 +34,7 @@
 use futures::{Stream, StreamExt, stream};
 use std::fmt::Debug;
 
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, GetParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::object::HasStatus;
 use kube::core::{NamespaceResourceScope, Request};
 use kube::{Client, Resource, ResourceExt};
@@ -119,7 +119,9 @@ impl<K> Object for K where
 }
 
 /// The requests of kind `K` in `namespace`, as `Api::namespaced` builds them.
-fn requests<K: Object>(namespace: &str) -> Request {
+fn requests<K: Resource<DynamicType = (), Scope = NamespaceResourceScope>>(
+    namespace: &str,
+) -> Request {
     Request::new(K::url_path(&(), Some(namespace)))
 }
 
@@ -228,21 +230,26 @@ pub fn together<F: Future>(writes: Vec<F>) -> impl Stream<Item = F::Output> {
 
 /// The object `namespace`/`name` as the API server holds it now (a GET,
 /// not the cache: for a write that must not be built from a cached copy);
-/// `None` when it is gone.
+/// `None` when it is gone. Read as a write's answer is ([`send`]: without
+/// `managedFields`, which no caller reads; the Requester reads a contract
+/// so at nearly every reconcile).
 ///
 /// # Errors
 /// The read failed ([`Error::Kube`], naming the object).
 pub async fn read<K>(client: &Client, namespace: &str, name: &str) -> Result<Option<K>>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + Debug
-        + DeserializeOwned,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + DeserializeOwned,
 {
-    kube::Api::<K>::namespaced(client.clone(), namespace)
-        .get_opt(name)
+    let what = describe::<K>(namespace, name);
+    let request = requests::<K>(namespace).get(name, &GetParams::default());
+    match send(client, "get", request)
         .await
-        .map_err(|e| Error::kube(format!("read {}", describe::<K>(namespace, name)), e))
+        .and_then(|answer| answer.object(&what))
+    {
+        Ok(object) => Ok(Some(object)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(Error::kube(format!("read {what}"), e)),
+    }
 }
 
 /// Server-side applies `object` (its spec and metadata; never its status)

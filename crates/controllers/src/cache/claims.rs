@@ -141,14 +141,13 @@ impl Claims {
     /// claim is looked at, only those are built.
     #[must_use]
     pub fn composed_into(&self, namespace: &str, name: &str) -> Vec<Arc<CachedClaim>> {
-        let names_infra = |claim: &KeptClaim| claim.composed_into(namespace, name);
         self.held
             .read()
             .0
             .iter()
             .flat_map(|(claims_namespace, kept)| {
                 (kept.by_name.iter())
-                    .filter(|(_, claim)| names_infra(claim))
+                    .filter(|(_, claim)| claim.composed_into(namespace, name))
                     .map(|(claim_name, claim)| Arc::new(claim.claim(claims_namespace, claim_name)))
             })
             .collect()

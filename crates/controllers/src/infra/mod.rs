@@ -343,8 +343,7 @@ enum Confirmed {
 /// Reads `infra` from the API server (not the cache), after its listed
 /// contracts were read and some found gone ([`decide::Observed::infra_confirmed_live`]).
 async fn confirm(ctx: &Context, namespace: &str, infra: &Infra) -> Confirmed {
-    let api: Api<Infra> = Api::namespaced(ctx.client.clone(), namespace);
-    match api.get_opt(&infra.name_any()).await {
+    match crate::write::read::<Infra>(&ctx.client, namespace, &infra.name_any()).await {
         Ok(Some(fresh)) if fresh.metadata.deletion_timestamp.is_some() => {
             tracing::debug!("the Infra is being deleted; its cached copy did not show it yet");
             Confirmed::Deleting(Arc::new(fresh))
@@ -415,7 +414,6 @@ async fn read_unseen(
     contracts: &mut Vec<Arc<CachedContract>>,
     gone: &mut Vec<String>,
 ) -> BTreeSet<String> {
-    let api: Api<CachedContract> = Api::namespaced(state.ctx.client.clone(), namespace);
     let mut unreadable = BTreeSet::new();
     for name in decide::unseen_contracts(infra, contracts) {
         let in_store = state
@@ -426,7 +424,7 @@ async fn read_unseen(
             gone.push(name);
             continue;
         }
-        match api.get_opt(&name).await {
+        match crate::write::read::<CachedContract>(&state.ctx.client, namespace, &name).await {
             Ok(Some(found)) => {
                 tracing::debug!(contract = %name, "not in the cache yet; read directly");
                 contracts.push(Arc::new(found));
