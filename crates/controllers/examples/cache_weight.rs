@@ -18,7 +18,9 @@
 //!
 //! The objects are a Deployed contract, its Joined claim, its join Secret
 //! and an Infra of three nodes, from `manager dev` with `examples/` applied
-//! (`cache_weight/*.json`; the Secret's token replaced).
+//! (`cache_weight/*.json`; the Secret's token replaced), and that Infra with
+//! ten nodes, as the benchmark's Clusters have (its first node repeated under
+//! other names). An Infra is kept as a `CachedInfra`.
 //!
 //! `cargo run --release -p controllers --example cache_weight`
 
@@ -29,7 +31,9 @@ use std::sync::Arc;
 use api::Infra;
 use controllers::cache::decode::Decoded;
 use controllers::cache::keep::Keep;
-use controllers::cache::{CachedClaim, CachedContract, Claims, JoinSecrets, WatchedJoinSecret};
+use controllers::cache::{
+    CachedClaim, CachedContract, CachedInfra, Claims, JoinSecrets, WatchedJoinSecret,
+};
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
@@ -87,6 +91,54 @@ where
     weight / COPIES
 }
 
+/// Nodes of one Infra in the benchmark's fleet (ten claims a Cluster).
+const FLEET_INFRA_NODES: usize = 10;
+
+/// The fixture's Infra with `nodes` nodes: its first node's entries, status
+/// row included, repeated under other entry names.
+fn infra_of(json: &str, nodes: usize) -> String {
+    let mut infra: serde_json::Value = serde_json::from_str(json).expect("the fixture parses");
+    let name = infra["metadata"]["name"]
+        .as_str()
+        .expect("the fixture has a name")
+        .to_owned();
+    let entry = |list: &serde_json::Value, copy: usize, key: &str| {
+        let mut item = list[0].clone();
+        let entry = format!("node-{copy:020x}");
+        match key {
+            "contracts" => item["name"] = entry.clone().into(),
+            "secrets" => {
+                item["contract"] = entry.clone().into();
+                item["secretRef"]["name"] = api::names::join_secret_name(&entry).into();
+            }
+            "nodes" => {
+                item["contract"] = entry.clone().into();
+                item["nodeClaimRef"]["name"] = format!("worker-{copy}").into();
+                item["nodeClaimRef"]["uid"] =
+                    format!("{copy:08x}-0000-4000-8000-000000000000").into();
+                item["nodeJoin"]["nodeName"] = format!("worker-{copy}-{copy:06x}").into();
+                item["nodeJoin"]["labels"][api::names::CONTRACT_LABEL] = entry.clone().into();
+            }
+            _ => {
+                item["name"] = entry.clone().into();
+                item["computeContract"] = api::names::compute_contract_name(&name, &entry).into();
+            }
+        }
+        item
+    };
+    for (at, key) in [
+        ("spec", "contracts"),
+        ("spec", "secrets"),
+        ("spec", "nodes"),
+        ("status", "contracts"),
+    ] {
+        let list = &infra[at][key];
+        let items: Vec<serde_json::Value> = (0..nodes).map(|copy| entry(list, copy, key)).collect();
+        infra[at][key] = items.into();
+    }
+    infra.to_string()
+}
+
 fn main() {
     // Testing mode: counts, writes no profile.
     let _profiler = dhat::Profiler::builder().testing().build();
@@ -107,13 +159,16 @@ fn main() {
         },
     );
     let infra_json = include_str!("cache_weight/infra.json");
-    let infra = stored_weight::<Infra>(infra_json);
+    let infra = stored_weight::<CachedInfra>(infra_json);
     let infra_nodes = serde_json::from_str::<Infra>(infra_json)
         .expect("the fixture parses")
         .spec
         .nodes
         .len();
-    let per_node = contract + claim + secret + infra / infra_nodes;
+    // As the benchmark's fleet has them: ten nodes an Infra, so its
+    // metadata and conditions weigh a tenth on each.
+    let fleet_infra = stored_weight::<CachedInfra>(&infra_of(infra_json, FLEET_INFRA_NODES));
+    let per_node = contract + claim + secret + fleet_infra / FLEET_INFRA_NODES;
     println!(
         "cache-weight: one object of each kind as the shared cache stores it (bytes asked for)"
     );
@@ -129,6 +184,10 @@ fn main() {
     println!(
         "  Infra of {infra_nodes} nodes           {infra:>6} B ({} B a node; plan 0018's budget: 150 B a node)",
         infra / infra_nodes
+    );
+    println!(
+        "  Infra of {FLEET_INFRA_NODES} nodes          {fleet_infra:>6} B ({} B a node)",
+        fleet_infra / FLEET_INFRA_NODES
     );
     println!(
         "  a node's objects          {per_node:>6} B = {:.1} KiB (plan 0018's budget for them: 1.5 KiB)",

@@ -55,10 +55,12 @@ pub mod decode;
 mod guest;
 pub mod index;
 mod indexes;
+pub mod infra;
 pub mod join_secret;
 pub mod keep;
 mod labelled;
 pub(crate) mod projection;
+mod uid;
 
 use std::{
     borrow::Cow,
@@ -68,7 +70,7 @@ use std::{
     sync::Mutex,
 };
 
-use api::{AtprotoRecord, Infra, Requester, names};
+use api::{AtprotoRecord, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
 use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -95,6 +97,7 @@ pub use guest::CachedGuest;
 pub use index::Index;
 use index::Indexer;
 pub use indexes::Indexes;
+pub use infra::CachedInfra;
 pub use join_secret::{CachedJoinSecret, JoinSecrets, WatchedJoinSecret};
 use keep::{Keep, Kept, KubeStore};
 pub use labelled::Labelled;
@@ -475,8 +478,8 @@ pub struct SharedCaches {
     pub indexes: Indexes,
     /// Where undecodable objects are counted and marked.
     reporting: Reporting,
-    /// Infras of the contract namespace.
-    pub infras: Shared<Infra>,
+    /// Infras of the contract namespace, each text kept once ([`CachedInfra`]).
+    pub infras: Shared<CachedInfra>,
     /// ComputeContracts of the contract namespace.
     pub contracts: Shared<CachedContract>,
     /// Requesters of the contract namespace.

@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::cache::keep::Kept;
-use crate::cache::{CachedClaim, Claims};
+use crate::cache::{CachedClaim, CachedInfra, Claims};
 use crate::nodeclaim::conditions::INFRA_COMPOSED;
 
 /// Why a node entry gets no ComputeContract.
@@ -162,7 +162,10 @@ pub fn in_use<'a>(
 /// longer composed): a healthy claim's status writes change nothing for the
 /// Infra controller.
 #[must_use]
-pub fn infra_to_wake(claim: &CachedClaim, contract_namespace: &str) -> Option<ObjectRef<Infra>> {
+pub fn infra_to_wake(
+    claim: &CachedClaim,
+    contract_namespace: &str,
+) -> Option<ObjectRef<CachedInfra>> {
     let Some(at) = claim.status.as_ref().and_then(|s| s.infra.as_ref()) else {
         let namespace = claim.namespace()?;
         let cluster = &claim.spec.cluster_name;

@@ -46,7 +46,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
 use crate::cache::{
-    CacheReadiness, CachedClaim, CachedContract, Claims, Indexes, Labelled, SharedCaches,
+    CacheReadiness, CachedClaim, CachedContract, CachedInfra, Claims, Indexes, Labelled,
+    SharedCaches,
 };
 use crate::reconciler::{self, Identity, Shell};
 use crate::{Error, Result};
@@ -107,7 +108,7 @@ impl Shell for Reconciler {
 }
 
 /// The Infra a contract belongs to: the one its Infra label names, in its namespace.
-fn infra_of_contract(contract: Arc<CachedContract>) -> Option<ObjectRef<Infra>> {
+fn infra_of_contract(contract: Arc<CachedContract>) -> Option<ObjectRef<CachedInfra>> {
     let name = contract.label(api::names::INFRA_NAME_LABEL)?;
     let namespace = contract.metadata.namespace.as_deref()?;
     Some(ObjectRef::new(name).within(namespace))
@@ -169,8 +170,8 @@ fn action(plan: &InfraPlan) -> Action {
         .map_or_else(Action::await_change, Action::requeue)
 }
 
-#[tracing::instrument(skip_all, fields(namespace = %infra.namespace().unwrap_or_default(), infra = %infra.name_any()))]
-async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> {
+#[tracing::instrument(skip_all, fields(namespace = %cached.namespace().unwrap_or_default(), infra = %cached.name_any()))]
+async fn reconcile(cached: Arc<CachedInfra>, state: Arc<Reconciler>) -> Result<Action> {
     // Until the contracts' cache holds its initial list, existing contracts
     // would look missing and be applied again from scratch.
     state.ready.wait().await;
@@ -178,17 +179,20 @@ async fn reconcile(infra: Arc<Infra>, state: Arc<Reconciler>) -> Result<Action> 
     let _timer = ctx.metrics.reconcile_started(METRICS_LABEL);
     if state
         .finalized
-        .is_done(infra.as_ref(), INFRA_RELEASE_FINALIZER)
+        .is_done(cached.as_ref(), INFRA_RELEASE_FINALIZER)
     {
         // Its finalizer is removed and the Infra gone; the cache has not
         // heard yet. Its DELETED event drops it.
         return Ok(Action::await_change());
     }
-    if state.own.statuses.is_behind(infra.as_ref()) {
+    if state.own.statuses.is_behind(cached.as_ref()) {
         // Its own last status write replaced this copy: deciding from it
         // would write that status again (a 409). That write's event wakes it.
         return Ok(Action::requeue(STALE_RECHECK));
     }
+    // Decided from whole: the cache keeps it compactly, not in part.
+    let infra = Arc::new(cached.infra());
+    drop(cached);
     let namespace = infra
         .namespace()
         .unwrap_or_else(|| ctx.contract_namespace.clone());

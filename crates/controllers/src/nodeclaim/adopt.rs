@@ -15,13 +15,13 @@
 
 use std::collections::BTreeSet;
 
+use api::ComputeContractPhase;
 use api::names::{CONTRACT_LABEL, compute_contract_name};
-use api::{ComputeContractPhase, Infra};
 use kube::ResourceExt;
 
 use super::compose::Problem;
 use super::conditions::reason;
-use crate::cache::{CachedClaim, CachedContract, Labelled};
+use crate::cache::{CachedClaim, CachedContract, CachedInfra, Labelled};
 
 /// A contract entry that holds a guest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub fn wanted<'a>(claims: impl IntoIterator<Item = &'a CachedClaim>) -> BTreeSet
 pub fn holders<'a>(
     uris: &BTreeSet<String>,
     contracts: impl IntoIterator<Item = &'a CachedContract>,
-    infras: impl IntoIterator<Item = &'a Infra>,
+    infras: impl IntoIterator<Item = &'a CachedInfra>,
 ) -> Vec<GuestHolder> {
     if uris.is_empty() {
         return Vec::new();
@@ -85,15 +85,12 @@ pub fn holders<'a>(
         if infra.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        for node in &infra.spec.nodes {
-            let Some(uri) = node.adopt.as_ref().map(|r| &r.uri) else {
-                continue;
-            };
-            let contract = compute_contract_name(&infra.name_any(), &node.contract);
-            if uris.contains(uri) && !existing.contains(&contract) {
+        for (entry, adopt) in infra.adopted() {
+            let contract = compute_contract_name(&infra.name_any(), entry);
+            if uris.contains(&adopt.uri) && !existing.contains(&contract) {
                 holders.push(GuestHolder {
-                    uri: uri.clone(),
-                    entry: node.contract.clone(),
+                    uri: adopt.uri.clone(),
+                    entry: entry.to_owned(),
                 });
             }
         }
@@ -191,7 +188,7 @@ mod tests {
     #[test]
     fn an_infra_entry_holds_its_guest_before_its_contract_exists() {
         let uris = wanted([&claim()]);
-        let mut infra = Infra::new(
+        let mut infra = api::Infra::new(
             "nodes-x",
             api::InfraSpec {
                 description: String::new(),
@@ -213,6 +210,7 @@ mod tests {
                 uid: "uid-a".into(),
             },
         });
+        let infra = CachedInfra::from(infra);
         let found = holders(&uris, [], [&infra]);
         assert_eq!(found.len(), 1);
         // Once its contract exists, the contract says whether it holds the guest.

@@ -52,7 +52,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::names::INFRA_NAME_LABEL;
-use api::{Cluster, Infra, Requester};
+use api::{Cluster, Requester};
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
@@ -60,8 +60,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Result;
 use crate::cache::{
-    CacheReadiness, CachedClaim, CachedContract, CachedJoinSecret, Claims, Indexes, JoinSecrets,
-    Labelled, SharedCaches, WatchedJoinSecret,
+    CacheReadiness, CachedClaim, CachedContract, CachedInfra, CachedJoinSecret, Claims, Indexes,
+    JoinSecrets, Labelled, SharedCaches, WatchedJoinSecret,
 };
 use crate::reconciler::{self, Identity, Shell};
 use compose::ClusterKey;
@@ -102,7 +102,7 @@ const METRICS_LABEL: &str = "nodeclaim";
 struct Stores {
     clusters: Store<Cluster>,
     claims: Claims,
-    infras: Store<Infra>,
+    infras: Store<CachedInfra>,
     contracts: Store<CachedContract>,
     secrets: JoinSecrets,
     requesters: Store<Requester>,
@@ -173,7 +173,7 @@ pub fn controller(
             .watches_shared_stream(caches.nodeclaims.subscribe(), |claim: Arc<CachedClaim>| {
                 Some(cluster_ref(&ClusterKey::of_claim(&claim)))
             })
-            .watches_shared_stream(caches.infras.subscribe(), |infra: Arc<Infra>| {
+            .watches_shared_stream(caches.infras.subscribe(), |infra: Arc<CachedInfra>| {
                 infra_cluster_key(&infra).map(|k| cluster_ref(&k))
             })
             .watches_shared_stream(caches.contracts.subscribe(), {
@@ -230,9 +230,9 @@ fn cluster_ref(key: &ClusterKey) -> ObjectRef<Cluster> {
 }
 
 /// The Cluster an Infra serves: its cluster labels, else its `spec.clusterRef`.
-fn infra_cluster_key(infra: &Infra) -> Option<ClusterKey> {
+fn infra_cluster_key(infra: &CachedInfra) -> Option<ClusterKey> {
     labels_cluster_key(infra).or_else(|| {
-        infra.spec.cluster_ref.as_ref().map(|r| ClusterKey {
+        infra.cluster_ref().map(|r| ClusterKey {
             namespace: r.namespace.clone(),
             name: r.name.clone(),
         })
@@ -252,7 +252,7 @@ fn labels_cluster_key<K: Labelled>(object: &K) -> Option<ClusterKey> {
 /// The Cluster of an object labelled with an Infra name (a contract or join
 /// Secret): its own cluster labels, else through its Infra in the cache.
 fn labelled_cluster_key<K: Labelled>(
-    infras: &Store<Infra>,
+    infras: &Store<CachedInfra>,
     contract_namespace: &str,
     object: &K,
 ) -> Option<ClusterKey> {
@@ -282,9 +282,11 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     // From the indexes and keepers, by name: no scan of every claim, contract and Secret.
     let claims = stores.claims.of_cluster(&key.namespace, &key.name);
     let infra_name = key.infra_name();
+    // Decided from whole: the cache keeps it compactly, not in part.
     let infra = stores
         .infras
-        .get(&ObjectRef::new(&infra_name).within(&ctx.contract_namespace));
+        .get(&ObjectRef::new(&infra_name).within(&ctx.contract_namespace))
+        .map(|cached| cached.infra());
     let contracts = by_name(
         stores
             .indexes
@@ -297,7 +299,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let own = &runtime.own_writes;
     if claim_refs.iter().any(|c| own.is_behind(*c))
         || cluster.as_deref().is_some_and(|c| own.is_behind(c))
-        || infra.as_deref().is_some_and(|i| own.is_behind(i))
+        || infra.as_ref().is_some_and(|i| own.is_behind(i))
     {
         // Its own last write replaced one of these copies: deciding from it
         // would write that step again (a 409). That write's event wakes the key.
@@ -334,7 +336,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
         key,
         cluster: cluster.as_deref(),
         claims: &claim_refs,
-        infra: infra.as_deref(),
+        infra: infra.as_ref(),
         contracts: &contract_refs,
         secrets: &secret_refs,
         contract_namespace: &ctx.contract_namespace,
@@ -368,7 +370,7 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
             "acting"
         );
         let infra_read = infra
-            .as_deref()
+            .as_ref()
             .and_then(|i| i.metadata.resource_version.as_deref());
         act::act(
             ctx,
@@ -464,7 +466,7 @@ mod tests {
         }
     }
 
-    fn infra(labelled: bool) -> Infra {
+    fn infra(labelled: bool) -> api::Infra {
         let k = key("tenant-a", "c1");
         let mut infra = compose::infra_object(&k, "socialweb-system", &[]);
         if !labelled {
@@ -531,22 +533,26 @@ mod tests {
 
     #[test]
     fn an_infra_maps_to_its_cluster_by_labels_or_cluster_ref() {
-        assert_eq!(infra_cluster_key(&infra(true)), Some(key("tenant-a", "c1")));
+        let cached = |infra: api::Infra| CachedInfra::from(infra);
         assert_eq!(
-            infra_cluster_key(&infra(false)),
+            infra_cluster_key(&cached(infra(true))),
+            Some(key("tenant-a", "c1"))
+        );
+        assert_eq!(
+            infra_cluster_key(&cached(infra(false))),
             Some(key("tenant-a", "c1"))
         );
         let mut stray = infra(false);
         stray.spec.cluster_ref = None;
-        assert_eq!(infra_cluster_key(&stray), None);
+        assert_eq!(infra_cluster_key(&cached(stray)), None);
     }
 
     #[test]
     fn a_contract_maps_through_its_infra_and_a_secret_by_its_own_labels() {
-        let mut writer: Writer<Infra> = Writer::default();
+        let mut writer: Writer<CachedInfra> = Writer::default();
         let store = writer.as_reader();
         let the_infra = infra(true);
-        writer.apply_watcher_event(&watcher::Event::Apply(the_infra.clone()));
+        writer.apply_watcher_event(&watcher::Event::Apply(CachedInfra::from(&the_infra)));
         let mut contract = api::ComputeContract::new(
             "x",
             api::compute_contract_spec(
@@ -581,7 +587,7 @@ mod tests {
         );
         assert_eq!(labelled_cluster_key(&store, "elsewhere", &contract), None);
         // A join Secret names its Cluster itself, so it maps even with no Infra cached.
-        let empty: Store<Infra> = Writer::default().as_reader();
+        let empty: Store<CachedInfra> = Writer::default().as_reader();
         let secret = secrets::JoinSecret {
             name: "join-node-1".into(),
             namespace: "socialweb-system".into(),

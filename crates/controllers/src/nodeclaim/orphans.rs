@@ -36,7 +36,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use api::{Cluster, Infra};
+use api::Cluster;
 use futures::StreamExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
@@ -50,7 +50,8 @@ use super::{
 };
 use crate::Result;
 use crate::cache::{
-    CacheReadiness, CachedClaim, CachedContract, Claims, SharedCaches, WatchedJoinSecret,
+    CacheReadiness, CachedClaim, CachedContract, CachedInfra, Claims, SharedCaches,
+    WatchedJoinSecret,
 };
 use crate::reconciler;
 
@@ -208,7 +209,7 @@ pub(super) fn controller(
         })
         .watches_shared_stream(caches.infras.subscribe(), {
             let wake = wake.clone();
-            move |infra: Arc<Infra>| wake(infra_cluster_key(&infra))
+            move |infra: Arc<CachedInfra>| wake(infra_cluster_key(&infra))
         })
         .watches_shared_stream(caches.contracts.subscribe(), {
             let wake = wake.clone();

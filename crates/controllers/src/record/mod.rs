@@ -32,13 +32,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use api::names::INFRA_NAME_LABEL;
-use api::{AtprotoRecord, Infra, Requester};
+use api::{AtprotoRecord, Requester};
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::{CacheReadiness, CachedContract, Labelled, SharedCaches};
+use crate::cache::{CacheReadiness, CachedContract, CachedInfra, Labelled, SharedCaches};
 use crate::reconciler::{Identity, ReconcilerContext};
 use crate::requester::markets::select_requester;
 use crate::{Clock, Error, Result};
@@ -92,7 +92,7 @@ impl Context {
 /// The state each reconcile sees: the context and the caches it reads.
 struct Reconciler {
     ctx: Arc<Context>,
-    infras: Store<Infra>,
+    infras: Store<CachedInfra>,
     contracts: Store<CachedContract>,
     requesters: Store<Requester>,
     ready: CacheReadiness,
@@ -115,7 +115,7 @@ pub fn controller(
     // The object is named as its Infra: a declaration change is one reconcile.
     .watches_shared_stream(
         caches.infras.subscribe_spec_changes(),
-        |infra: Arc<Infra>| {
+        |infra: Arc<CachedInfra>| {
             Some(ObjectRef::<AtprotoRecord>::new(&infra.name_any()).within(&infra.namespace()?))
         },
     )
@@ -165,7 +165,8 @@ async fn reconcile(record: Arc<AtprotoRecord>, state: Arc<Reconciler>) -> Result
         .unwrap_or_else(|| ctx.shared.contract_namespace.clone());
     let infra = state
         .infras
-        .get(&ObjectRef::new(&record.spec.infra_name).within(&namespace));
+        .get(&ObjectRef::new(&record.spec.infra_name).within(&namespace))
+        .map(|cached| cached.infra());
     let contracts_left = state
         .contracts
         .state()
@@ -177,7 +178,7 @@ async fn reconcile(record: Arc<AtprotoRecord>, state: Arc<Reconciler>) -> Result
         .count();
     let plan = decide::decide(&decide::Observed {
         record: &record,
-        infra: infra.as_deref(),
+        infra: infra.as_ref(),
         contracts_left,
         now: crate::time::now(ctx.shared.clock.as_ref()),
     });

@@ -33,13 +33,13 @@ pub(crate) mod test_fixtures;
 
 use std::sync::Arc;
 
-use api::{Infra, Requester};
+use api::Requester;
 use futures::StreamExt as _;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::cache::{CachedContract, Indexes};
+use crate::cache::{CachedContract, CachedInfra, Indexes};
 use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
 use crate::{CacheReadiness, Clock, SharedCaches};
 
@@ -120,7 +120,7 @@ pub(crate) struct Runtime {
     ctx: Arc<Context>,
     contracts: Store<CachedContract>,
     requesters: Store<Requester>,
-    infras: Store<Infra>,
+    infras: Store<CachedInfra>,
     indexes: Indexes,
     /// When each Requester's status was last written.
     count_pace: crate::status_pace::StatusPace,
@@ -233,7 +233,7 @@ pub fn controller(
                 caches.contracts.subscribe_spec_changes(),
                 move |contract: Arc<CachedContract>| keys_in(&by_contract, contract.namespace()),
             )
-            .watches_shared_stream(caches.infras.subscribe(), move |infra: Arc<Infra>| {
+            .watches_shared_stream(caches.infras.subscribe(), move |infra: Arc<CachedInfra>| {
                 keys_in(&by_infra, infra.namespace())
             });
     let requesters = reconciler::run(

@@ -16,11 +16,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{ConditionStatus as S, Infra, Requester, RequesterStatus, names};
+use api::{ConditionStatus as S, Requester, RequesterStatus, names};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
-use crate::cache::CachedContract;
+use crate::cache::{CachedContract, CachedInfra};
 use crate::market_adapter::{self, Readiness};
 use crate::requester::conditions as cond;
 use crate::requester::contract::ttl::cached_finished_without_guest;
@@ -153,7 +153,7 @@ pub struct DeletingInputs<'a> {
     /// The name of the Requester that runs the namespace, if any.
     pub runner: Option<&'a str>,
     /// Every Infra of the namespace.
-    pub infras: &'a [Arc<Infra>],
+    pub infras: &'a [Arc<CachedInfra>],
     /// Every ComputeContract of the namespace.
     pub contracts: &'a [Arc<CachedContract>],
     /// The injected clock's time.
@@ -168,7 +168,7 @@ pub enum DeletePlan<'a> {
     /// Delete these, write the status, and look again after [`CLEANUP_POLL`].
     Step {
         /// Infras not yet being deleted.
-        infras: Vec<&'a Infra>,
+        infras: Vec<&'a CachedInfra>,
         /// Contracts finished without a guest, once no Infra remains.
         contracts: Vec<&'a CachedContract>,
         /// The status to write; `None` when it is unchanged.
@@ -188,7 +188,7 @@ pub fn deleting(inputs: DeletingInputs<'_>) -> DeletePlan<'_> {
     if inputs.runner != Some(requester.name_any().as_str()) {
         return DeletePlan::LetGo;
     }
-    let infras: Vec<&Infra> = inputs
+    let infras: Vec<&CachedInfra> = inputs
         .infras
         .iter()
         .map(AsRef::as_ref)

@@ -27,8 +27,8 @@ fn deleting_root() -> Requester {
     requester
 }
 
-fn infra(name: &str, deleting: bool) -> Arc<Infra> {
-    let mut infra = Infra::new(
+fn infra(name: &str, deleting: bool) -> Arc<CachedInfra> {
+    let mut infra = api::Infra::new(
         name,
         InfraSpec {
             description: String::new(),
@@ -43,7 +43,7 @@ fn infra(name: &str, deleting: bool) -> Arc<Infra> {
     if deleting {
         infra.metadata.deletion_timestamp = deleted_at();
     }
-    Arc::new(infra)
+    Arc::new(CachedInfra::from(infra))
 }
 
 fn named(name: &str, phase: Option<Phase>) -> Arc<CachedContract> {
@@ -75,7 +75,7 @@ fn live_plan(requester: &Requester, readiness: Readiness, contracts: usize) -> L
 fn delete_step<'a>(
     requester: &'a Requester,
     runner: Option<&'a str>,
-    infras: &'a [Arc<Infra>],
+    infras: &'a [Arc<CachedInfra>],
     contracts: &'a [Arc<CachedContract>],
 ) -> DeletePlan<'a> {
     deleting(DeletingInputs {
