@@ -42,6 +42,7 @@ use sha2::{Digest, Sha256};
 
 use super::Labelled;
 use super::projection::{KeptMetadata, projection_of};
+use super::uid::KeptUid;
 use crate::nodeclaim::secrets::TOKEN_KEY;
 use crate::write::Seen;
 
@@ -122,7 +123,8 @@ pub struct CachedJoinSecret {
     name: Arc<str>,
     /// Shared by every Secret of the namespace.
     namespace: Option<Arc<str>>,
-    uid: Option<Box<str>>,
+    /// 16 bytes when it is a UUID, as the API server makes them.
+    uid: Option<KeptUid>,
     resource_version: Option<Box<str>>,
     /// Its labels.
     pub labels: StringMap,
@@ -143,8 +145,8 @@ impl CachedJoinSecret {
 
     /// Its uid, if the server gave it one.
     #[must_use]
-    pub fn uid(&self) -> Option<&str> {
-        self.uid.as_deref()
+    pub fn uid(&self) -> Option<String> {
+        self.uid.as_ref().map(KeptUid::to_string)
     }
 
     /// It as read, for a delete that must remove only this Secret.
@@ -153,7 +155,7 @@ impl CachedJoinSecret {
         Seen {
             namespace: self.namespace.as_deref().unwrap_or_default().to_owned(),
             name: self.name.to_string(),
-            uid: self.uid.as_deref().map(str::to_owned),
+            uid: self.uid(),
             resource_version: self.resource_version.as_deref().map(str::to_owned),
             finalizers: Vec::new(),
         }
@@ -171,7 +173,7 @@ impl CachedJoinSecret {
         Self {
             name: metadata.name.unwrap_or_default().into(),
             namespace,
-            uid: metadata.uid.map(String::into_boxed_str),
+            uid: metadata.uid.map(KeptUid::from),
             resource_version: metadata.resource_version.map(String::into_boxed_str),
             labels,
             is_join_type,
@@ -197,7 +199,7 @@ impl From<&CachedJoinSecret> for WatchedJoinSecret {
             metadata: ObjectMeta {
                 name: Some(kept.name.to_string()),
                 namespace: kept.namespace.as_deref().map(str::to_owned),
-                uid: kept.uid.as_deref().map(str::to_owned),
+                uid: kept.uid(),
                 resource_version: kept.resource_version.as_deref().map(str::to_owned),
                 ..ObjectMeta::default()
             },

@@ -39,10 +39,7 @@ impl DeletedSecrets {
     /// others.
     #[must_use]
     pub fn still_cached(&self, key: &ClusterKey, cached: &[&CachedJoinSecret]) -> BTreeSet<String> {
-        let present: BTreeSet<String> = cached
-            .iter()
-            .filter_map(|s| s.uid().map(str::to_owned))
-            .collect();
+        let present: BTreeSet<String> = cached.iter().filter_map(|s| s.uid()).collect();
         self.uids.still_lagging(key, &present)
     }
 }

@@ -9,28 +9,33 @@
 //!   interned (every claim's owner is a Cluster: one text each for all)
 //!   and its name and uid as boxed strings: 104 bytes inline and 4
 //!   allocations an owner in `OwnerReference`, 72 and 2 here;
-//! - `status.infra` ([`KeptInfraRef`]) without its `computeContract` when
-//!   that is the name the Infra gives the entry's contract
-//!   (`<infra>-<entry>`, always so when the NodeClaim controller wrote
-//!   it): 96 bytes inline and 4 allocations in `InfraRef`, 64 and 3 here;
-//! - `status.guest` as a [`CachedGuest`] (its provider interned).
+//! - `status.infra` ([`KeptInfraRef`]) without the names the NodeClaim
+//!   controller derives (always so when it wrote them): its entry's (from
+//!   the claim's uid) and its contract's (`<infra>-<entry>`), its namespace
+//!   interned: 96 bytes inline and 4 allocations in `InfraRef`, 64 and one
+//!   here. Its Infra's name is kept: [`Claims::composed_into`] compares it
+//!   with every claim's, and deriving it is a SHA-256;
+//! - `status.guest` as a [`CachedGuest`] (its provider interned);
+//! - its uid and its owners' as 16 bytes each ([`KeptUid`]) when they are
+//!   UUIDs, as the API server makes them.
 //!
 //! # Guarantees
 //! - [`KeptClaim::claim`] gives back the claim [`KeptClaim::keep`] took,
 //!   equal in every field (the keeper's property test against a
 //!   kube-runtime store varies each).
 
-use api::names::compute_contract_name;
+use api::names::{compute_contract_name, entry_name};
 use api::{Guest, InfraRef, NodeClaimPhase, NodeClaimSpec, Text};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
+use crate::cache::uid::KeptUid;
 use crate::cache::{CachedClaim, CachedClaimStatus, CachedCondition, CachedGuest};
 
 /// A claim as the keeper holds it: its read model less the name and
 /// namespace (the keys it is held under) and with its other metadata
 /// fields apart. Every field of [`CachedClaim::from`]'s `metadata` is here.
 pub(super) struct KeptClaim {
-    uid: Option<Box<str>>,
+    uid: Option<KeptUid>,
     resource_version: Option<Box<str>>,
     generation: Option<i64>,
     creation_timestamp: Option<Time>,
@@ -53,8 +58,8 @@ struct KeptStatus {
     observed_generation: Option<i64>,
 }
 
-impl From<CachedClaimStatus> for KeptStatus {
-    fn from(status: CachedClaimStatus) -> Self {
+impl KeptStatus {
+    fn new(status: CachedClaimStatus, derived: &Derived<'_>) -> Self {
         let CachedClaimStatus {
             phase,
             infra,
@@ -65,24 +70,22 @@ impl From<CachedClaimStatus> for KeptStatus {
         } = status;
         Self {
             phase,
-            infra: infra.map(KeptInfraRef::from),
+            infra: infra.map(|at| KeptInfraRef::new(at, derived)),
             conditions,
             guest: guest.map(CachedGuest::from),
             grant_expires_at,
             observed_generation,
         }
     }
-}
 
-impl From<&KeptStatus> for CachedClaimStatus {
-    fn from(status: &KeptStatus) -> Self {
-        Self {
-            phase: status.phase,
-            infra: status.infra.as_ref().map(InfraRef::from),
-            conditions: status.conditions.clone(),
-            guest: status.guest.as_ref().map(Guest::from),
-            grant_expires_at: status.grant_expires_at.clone(),
-            observed_generation: status.observed_generation,
+    fn status(&self, derived: &Derived<'_>) -> CachedClaimStatus {
+        CachedClaimStatus {
+            phase: self.phase,
+            infra: self.infra.as_ref().map(|at| at.reference(derived)),
+            conditions: self.conditions.clone(),
+            guest: self.guest.as_ref().map(Guest::from),
+            grant_expires_at: self.grant_expires_at.clone(),
+            observed_generation: self.observed_generation,
         }
     }
 }
@@ -94,8 +97,12 @@ impl KeptClaim {
             spec,
             status,
         } = claim;
+        let derived = Derived {
+            uid: metadata.uid.as_deref().unwrap_or_default(),
+        };
+        let status = status.map(|status| KeptStatus::new(status, &derived));
         Self {
-            uid: metadata.uid.map(String::into_boxed_str),
+            uid: metadata.uid.map(KeptUid::from),
             resource_version: metadata.resource_version.map(String::into_boxed_str),
             generation: metadata.generation,
             creation_timestamp: metadata.creation_timestamp,
@@ -107,7 +114,7 @@ impl KeptClaim {
                 .owner_references
                 .map(|owners| owners.into_iter().map(KeptOwner::from).collect()),
             spec,
-            status: status.map(KeptStatus::from),
+            status,
         }
     }
 
@@ -120,11 +127,16 @@ impl KeptClaim {
 
     /// The claim `namespace`/`name` as it was decoded.
     pub(super) fn claim(&self, namespace: &str, name: &str) -> CachedClaim {
+        let uid = self.uid.as_ref().map(KeptUid::to_string);
+        let derived = Derived {
+            uid: uid.as_deref().unwrap_or_default(),
+        };
+        let status = self.status.as_ref().map(|status| status.status(&derived));
         CachedClaim {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 namespace: Some(namespace.to_owned()),
-                uid: self.uid.as_deref().map(str::to_owned),
+                uid,
                 resource_version: self.resource_version.as_deref().map(str::to_owned),
                 generation: self.generation,
                 creation_timestamp: self.creation_timestamp.clone(),
@@ -136,7 +148,7 @@ impl KeptClaim {
                 ..ObjectMeta::default()
             },
             spec: self.spec.clone(),
-            status: self.status.as_ref().map(CachedClaimStatus::from),
+            status,
         }
     }
 }
@@ -148,7 +160,7 @@ struct KeptOwner {
     /// Interned.
     kind: Text,
     name: Box<str>,
-    uid: Box<str>,
+    uid: KeptUid,
     controller: Option<bool>,
     block_owner_deletion: Option<bool>,
 }
@@ -167,7 +179,7 @@ impl From<OwnerReference> for KeptOwner {
             api_version: api::intern(&api_version),
             kind: api::intern(&kind),
             name: name.into_boxed_str(),
-            uid: uid.into_boxed_str(),
+            uid: KeptUid::from(uid),
             controller,
             block_owner_deletion,
         }
@@ -187,44 +199,67 @@ impl From<&KeptOwner> for OwnerReference {
     }
 }
 
+/// What the NodeClaim controller derives a claim's Infra entry from: the
+/// claim's uid.
+struct Derived<'a> {
+    uid: &'a str,
+}
+
+impl Derived<'_> {
+    /// The claim's entry.
+    fn entry(&self) -> String {
+        entry_name(self.uid)
+    }
+}
+
 /// A claim's `status.infra` as kept. See the [module docs](self).
 struct KeptInfraRef {
-    namespace: Box<str>,
+    /// Interned: the contract namespace, one for every claim.
+    namespace: Text,
     name: Box<str>,
-    contract: Box<str>,
+    /// `None` when it is the claim's entry.
+    contract: Option<Box<str>>,
     /// `None` when it is `<name>-<contract>`, the name the Infra gives it.
     compute_contract: Option<Box<str>>,
 }
 
-impl From<InfraRef> for KeptInfraRef {
-    fn from(at: InfraRef) -> Self {
+/// `name` as kept: `None` when it is `derived`.
+fn unless_derived(name: String, derived: &str) -> Option<Box<str>> {
+    (name != derived).then(|| name.into_boxed_str())
+}
+
+impl KeptInfraRef {
+    fn new(at: InfraRef, derived: &Derived<'_>) -> Self {
         let InfraRef {
             namespace,
             name,
             contract,
             compute_contract,
         } = at;
-        let compute_contract = (compute_contract != compute_contract_name(&name, &contract))
-            .then(|| compute_contract.into_boxed_str());
+        let compute_contract =
+            unless_derived(compute_contract, &compute_contract_name(&name, &contract));
         Self {
-            namespace: namespace.into_boxed_str(),
+            namespace: api::intern(&namespace),
             name: name.into_boxed_str(),
-            contract: contract.into_boxed_str(),
+            contract: unless_derived(contract, &derived.entry()),
             compute_contract,
         }
     }
-}
 
-impl From<&KeptInfraRef> for InfraRef {
-    fn from(at: &KeptInfraRef) -> Self {
-        Self {
-            namespace: at.namespace.to_string(),
-            name: at.name.to_string(),
-            contract: at.contract.to_string(),
-            compute_contract: match &at.compute_contract {
-                Some(named) => named.to_string(),
-                None => compute_contract_name(&at.name, &at.contract),
-            },
+    fn reference(&self, derived: &Derived<'_>) -> InfraRef {
+        let name = self.name.to_string();
+        let contract = self
+            .contract
+            .as_deref()
+            .map_or_else(|| derived.entry(), str::to_owned);
+        InfraRef {
+            namespace: self.namespace.to_string(),
+            compute_contract: self
+                .compute_contract
+                .as_deref()
+                .map_or_else(|| compute_contract_name(&name, &contract), str::to_owned),
+            name,
+            contract,
         }
     }
 }

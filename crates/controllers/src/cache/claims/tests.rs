@@ -13,11 +13,21 @@ use crate::cache::keep::KubeStore;
 
 /// A claim `name` of namespace `ns` for Cluster `cluster`, at version `version`.
 fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
+    // A UUID as the API server makes them (kept as 16 bytes) in version 1,
+    // any other text in the others.
+    let uid = |of: &str| {
+        if version == 1 {
+            format!("{:08x}-0000-4000-8000-{:012x}", of.len(), of.len() * 7)
+        } else {
+            format!("uid-{of}")
+        }
+    };
+    let claim_uid = uid(name);
     CachedClaim {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some(ns.to_owned()),
-            uid: Some(format!("uid-{name}")),
+            uid: Some(claim_uid.clone()),
             resource_version: Some(version.to_string()),
             // Every metadata field the keeper holds apart, in some versions.
             generation: (version > 0).then(|| i64::try_from(version).unwrap()),
@@ -35,7 +45,7 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
                     api_version: format!("{kind}.example/v{version}"),
                     kind: kind.to_owned(),
                     name: owner.to_owned(),
-                    uid: format!("uid-{owner}-{version}"),
+                    uid: uid(owner),
                     controller,
                     block_owner_deletion: controller.map(|c| !c),
                 };
@@ -64,15 +74,23 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
             join_grace_seconds: 900,
             loss_grace_seconds: 300,
         },
-        // An Infra entry whose contract has the Infra's name for it (as the
-        // NodeClaim controller writes it), and one whose contract does not.
+        // An Infra entry as the NodeClaim controller writes it (the entry
+        // named after the claim's uid, its contract after the Infra and
+        // entry), and one named otherwise.
         status: (version > 0).then(|| crate::cache::CachedClaimStatus {
             infra: Some(api::InfraRef {
                 namespace: format!("system-{ns}"),
                 name: format!("nodes-{cluster}"),
-                contract: format!("node-{name}"),
+                contract: if version == 1 {
+                    api::names::entry_name(&claim_uid)
+                } else {
+                    format!("node-{name}")
+                },
                 compute_contract: if version == 1 {
-                    format!("nodes-{cluster}-node-{name}")
+                    api::names::compute_contract_name(
+                        &format!("nodes-{cluster}"),
+                        &api::names::entry_name(&claim_uid),
+                    )
                 } else {
                     format!("by-hand-{name}")
                 },

@@ -62,7 +62,7 @@ fn the_kept_form_gives_back_the_watched_secret_unchanged() {
     let watched = cached(secret_json(JOIN_SECRET_TYPE));
     let kept = CachedJoinSecret::kept(watched.clone(), Some(Arc::from("ns")));
     assert_eq!(kept.name(), "join-e1");
-    assert_eq!(kept.uid(), Some("u1"));
+    assert_eq!(kept.uid().as_deref(), Some("u1"));
     assert_eq!(kept.label(api::names::INFRA_NAME_LABEL), Some("nodes-a"));
     assert_eq!(WatchedJoinSecret::from(&kept), watched);
     let seen = kept.seen();
@@ -74,6 +74,18 @@ fn the_kept_form_gives_back_the_watched_secret_unchanged() {
     assert_eq!(seen.resource_version.as_deref(), Some("3"));
     let whole: Secret = serde_json::from_value(secret_json(JOIN_SECRET_TYPE)).unwrap();
     assert_eq!(CachedJoinSecret::from(whole), kept);
+    // A uid as the API server makes them is kept as 16 bytes, and given back.
+    let mut json = secret_json(JOIN_SECRET_TYPE);
+    let uuid = "e3a3d8b5-01a8-45d3-8db1-e81e90452c6d";
+    json["metadata"]["uid"] = uuid.into();
+    let watched = cached(json);
+    let kept = CachedJoinSecret::kept(watched.clone(), Some(Arc::from("ns")));
+    assert!(matches!(
+        kept.uid,
+        Some(crate::cache::uid::KeptUid::Uuid(_))
+    ));
+    assert_eq!(kept.uid().as_deref(), Some(uuid));
+    assert_eq!(WatchedJoinSecret::from(&kept), watched);
 }
 
 #[test]
