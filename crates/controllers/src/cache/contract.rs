@@ -21,6 +21,9 @@
 //! # Guarantees
 //! - [`CachedContract::receipt`] is what the Requester's `known_receipt` of
 //!   the whole contract is.
+//! - [`Labelled::label`] reads each label as the contract has it; the
+//!   Infra's two are read off the name when they make it up
+//!   (`ContractLabels`).
 //! - `metadata` keeps the name, namespace, uid, resourceVersion, generation,
 //!   deletionTimestamp and finalizers; `metadata.labels`, `annotations`,
 //!   `ownerReferences`, `creationTimestamp` and `managedFields` are always
@@ -30,7 +33,7 @@
 //!   exactly when their specs are (up to a 64-bit hash collision), and equal
 //!   [`spec_digest`] of the same spec built in this process.
 
-use api::names::{INFRA_RELEASED_ANNOTATION, RECEIPT_ANNOTATION};
+use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASED_ANNOTATION, RECEIPT_ANNOTATION};
 use api::{
     ComputeContract, ComputeContractPhase, ComputeContractSpec, ComputeContractStatus, Location,
     Receipt, Resources, StringMap, Text,
@@ -47,8 +50,8 @@ use crate::requester::conditions::RELEASED;
 pub struct CachedContract {
     /// Its metadata, less labels, annotations, ownerReferences, creation time and managed fields.
     pub metadata: ObjectMeta,
-    /// Its labels.
-    pub labels: StringMap,
+    /// Its labels (read through [`Labelled`]).
+    labels: ContractLabels,
     /// A digest of each of its ownerReferences ([`owner_digest`]).
     pub owners: Box<[u64]>,
     /// Whether the Infra controller itself released it (its release carries
@@ -61,6 +64,54 @@ pub struct CachedContract {
     pub spec: CachedContractSpec,
     /// What is read of its status; `None` while it has none.
     pub status: Option<CachedContractStatus>,
+}
+
+/// A contract's labels as the cache keeps them.
+///
+/// The Infra controller labels each contract `<infra>-<entry>` with its
+/// Infra's name and its entry's, and nothing else: those two are read off
+/// the contract's name (no map, no copies: 168 bytes a contract). Any other
+/// labels (a contract written by hand) are kept as they came.
+#[derive(Clone, Debug, PartialEq)]
+enum ContractLabels {
+    /// Exactly [`INFRA_NAME_LABEL`], the name up to the character at
+    /// `hyphen` (a hyphen, when the Infra named it), and [`CONTRACT_LABEL`],
+    /// the name after it.
+    InName { hyphen: u16 },
+    /// Any others.
+    Kept(StringMap),
+}
+
+impl ContractLabels {
+    /// `labels` of the contract `name`, as kept.
+    fn new(labels: StringMap, name: &str) -> Self {
+        if labels.len() == 2
+            && let (Some(infra), Some(entry)) =
+                (labels.get(INFRA_NAME_LABEL), labels.get(CONTRACT_LABEL))
+            && name.len() == infra.len() + 1 + entry.len()
+            && name.starts_with(infra)
+            && name.ends_with(entry)
+            && let Ok(hyphen) = u16::try_from(infra.len())
+        {
+            return Self::InName { hyphen };
+        }
+        Self::Kept(labels)
+    }
+
+    /// The value of label `key` of the contract `name`.
+    fn get<'a>(&'a self, key: &str, name: &'a str) -> Option<&'a str> {
+        match self {
+            Self::Kept(labels) => labels.get(key),
+            Self::InName { hyphen } => {
+                let hyphen = usize::from(*hyphen);
+                match key {
+                    INFRA_NAME_LABEL => name.get(..hyphen),
+                    CONTRACT_LABEL => name.get(hyphen + 1..),
+                    _ => None,
+                }
+            }
+        }
+    }
 }
 
 /// What the cache keeps of a contract's spec.
@@ -204,6 +255,7 @@ impl From<ComputeContract> for CachedContract {
                 .get(RECEIPT_ANNOTATION)
                 .and_then(|json| serde_json::from_str::<Receipt>(json).ok())
         });
+        let labels = ContractLabels::new(labels, metadata.name.as_deref().unwrap_or_default());
         Self {
             metadata,
             labels,
@@ -226,7 +278,8 @@ projection_of!(CachedContract, ComputeContract);
 
 impl Labelled for CachedContract {
     fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key)
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        self.labels.get(key, name)
     }
 }
 

@@ -140,3 +140,52 @@ fn a_release_by_the_infra_and_a_retried_rent_are_told() {
     assert!(retried.status.as_ref().unwrap().renting_retried());
     assert_eq!(retried.receipt, None);
 }
+
+mod labels {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Label keys: the Infra's two and another.
+    fn key() -> impl Strategy<Value = &'static str> {
+        prop_oneof![Just(INFRA_NAME_LABEL), Just(CONTRACT_LABEL), Just("a/b")]
+    }
+
+    proptest! {
+        /// Whether read off the name or kept, each label reads as it came.
+        #[test]
+        fn each_label_reads_as_it_came(
+            labels in proptest::collection::btree_map(key(), "[a-c]{0,2}(-[a-c]{0,2})?", 0..4),
+            name in "[a-c]{0,2}(-[a-c]{0,2}){0,2}",
+            // 0: any name; 1: `<infra>-<entry>` of its labels; 2: the two
+            // joined by another character (read off the name the same).
+            named_after_them in 0..3u8,
+        ) {
+            let mut json = contract_json();
+            let name = match (named_after_them, labels.get(INFRA_NAME_LABEL), labels.get(CONTRACT_LABEL)) {
+                (1, Some(infra), Some(entry)) => format!("{infra}-{entry}"),
+                (2, Some(infra), Some(entry)) => format!("{infra}a{entry}"),
+                _ => name,
+            };
+            json["metadata"]["name"] = name.clone().into();
+            json["metadata"]["labels"] = serde_json::to_value(&labels).unwrap();
+            let contract = cached(json);
+            for key in [INFRA_NAME_LABEL, CONTRACT_LABEL, "a/b", "other"] {
+                prop_assert_eq!(contract.label(key), labels.get(key).map(String::as_str), "{}", key);
+            }
+        }
+    }
+
+    #[test]
+    fn the_infras_two_are_read_off_the_name() {
+        let mut json = contract_json();
+        json["metadata"]["name"] = "nodes-a-node-1".into();
+        let contract = cached(json);
+        assert!(matches!(
+            contract.labels,
+            ContractLabels::InName { hyphen: 7 }
+        ));
+        assert_eq!(contract.label(INFRA_NAME_LABEL), Some("nodes-a"));
+        assert_eq!(contract.label(CONTRACT_LABEL), Some("node-1"));
+    }
+}
