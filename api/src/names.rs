@@ -75,8 +75,8 @@ pub const DNS_LABEL_MAX_LEN: usize = 63;
 const INFRA_PREFIX: &str = "nodes-";
 /// Prefix of a contract entry name.
 const ENTRY_PREFIX: &str = "node-";
-/// Prefix of a join Secret name.
-const JOIN_SECRET_PREFIX: &str = "join-";
+/// Prefix of a join Secret name ([`join_secret_name`]).
+pub const JOIN_SECRET_PREFIX: &str = "join-";
 /// Hex digits of sha256 kept in a derived name (80 bits: collisions are not a practical concern).
 const HASH_HEX_LEN: usize = 20;
 

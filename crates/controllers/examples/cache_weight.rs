@@ -153,7 +153,10 @@ fn main() {
     let secret = kept_weight::<WatchedJoinSecret, JoinSecrets>(
         include_str!("cache_weight/secret.json"),
         |secret, copy| {
-            secret["metadata"]["name"] = format!("join-{copy}").into();
+            // Named and labelled as the NodeClaim controller names them.
+            let entry = format!("node-{copy:020x}");
+            secret["metadata"]["name"] = api::names::join_secret_name(&entry).into();
+            secret["metadata"]["labels"][api::names::CONTRACT_LABEL] = entry.into();
             secret["metadata"]["labels"][api::names::INFRA_NAME_LABEL] =
                 format!("nodes-{}", copy / 10).into();
         },

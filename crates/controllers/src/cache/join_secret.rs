@@ -47,8 +47,10 @@ use crate::nodeclaim::secrets::TOKEN_KEY;
 use crate::write::Seen;
 
 mod keeper;
+mod labels;
 
 pub use keeper::JoinSecrets;
+use labels::SecretLabels;
 
 /// A SHA-256 of a Secret's data ([`data_digest`]).
 pub type DataDigest = [u8; 32];
@@ -126,8 +128,8 @@ pub struct CachedJoinSecret {
     /// 16 bytes when it is a UUID, as the API server makes them.
     uid: Option<KeptUid>,
     resource_version: Option<Box<str>>,
-    /// Its labels.
-    pub labels: StringMap,
+    /// Its labels (read through [`Labelled`]).
+    labels: SecretLabels,
     /// Whether its `type` is [`JOIN_SECRET_TYPE`].
     pub is_join_type: bool,
     /// Its `token` value, when it has one in UTF-8.
@@ -161,8 +163,25 @@ impl CachedJoinSecret {
         }
     }
 
+    /// Its labels.
+    #[must_use]
+    pub fn labels(&self) -> StringMap {
+        self.labels.map(&self.name)
+    }
+
     /// `watched` as kept, its namespace `namespace` (shared by the keeper).
     fn kept(watched: WatchedJoinSecret, namespace: Option<Arc<str>>) -> Self {
+        Self::kept_in(watched, namespace, None, None)
+    }
+
+    /// `watched` as kept in the group of Infra `infra` (the keeper's key),
+    /// sharing what `sibling` (another Secret of it) holds.
+    fn kept_in(
+        watched: WatchedJoinSecret,
+        namespace: Option<Arc<str>>,
+        infra: Option<&Arc<str>>,
+        sibling: Option<&Self>,
+    ) -> Self {
         let WatchedJoinSecret {
             metadata,
             labels,
@@ -170,8 +189,10 @@ impl CachedJoinSecret {
             token,
             data_digest,
         } = watched;
+        let name: Arc<str> = metadata.name.unwrap_or_default().into();
+        let labels = SecretLabels::new(labels, &name, infra, sibling.map(|s| &s.labels));
         Self {
-            name: metadata.name.unwrap_or_default().into(),
+            name,
             namespace,
             uid: metadata.uid.map(KeptUid::from),
             resource_version: metadata.resource_version.map(String::into_boxed_str),
@@ -203,7 +224,7 @@ impl From<&CachedJoinSecret> for WatchedJoinSecret {
                 resource_version: kept.resource_version.as_deref().map(str::to_owned),
                 ..ObjectMeta::default()
             },
-            labels: kept.labels.clone(),
+            labels: kept.labels(),
             is_join_type: kept.is_join_type,
             token: kept.token.clone(),
             data_digest: kept.data_digest,
@@ -218,7 +239,7 @@ impl fmt::Debug for CachedJoinSecret {
             .field("namespace", &self.namespace)
             .field("uid", &self.uid)
             .field("resource_version", &self.resource_version)
-            .field("labels", &self.labels)
+            .field("labels", &self.labels())
             .field("is_join_type", &self.is_join_type)
             .field("has_token", &self.token.is_some())
             .field("data_digest", &hex::encode(self.data_digest))
@@ -228,7 +249,7 @@ impl fmt::Debug for CachedJoinSecret {
 
 impl Labelled for CachedJoinSecret {
     fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key)
+        self.labels.get(key, &self.name)
     }
 }
 

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::ObjectMeta;
 
 use super::compose::{ClusterKey, ComposedEntry};
+use crate::cache::Labelled;
 use crate::cache::join_secret::{CachedJoinSecret, data_digest};
 
 /// Key of the grant token in a join Secret.
@@ -155,7 +156,7 @@ fn unchanged_by(current: &CachedJoinSecret, desired: &Secret) -> bool {
             .labels
             .iter()
             .flatten()
-            .all(|(k, v)| current.labels.get(k) == Some(v.as_str()))
+            .all(|(k, v)| current.label(k) == Some(v.as_str()))
         && current.data_digest == data_digest(desired.data.as_ref().unwrap_or(&BTreeMap::new()))
 }
 

@@ -56,7 +56,12 @@ impl Holding<WatchedJoinSecret> for Groups {
         let infra: Option<Arc<str>> = watched
             .label(INFRA_NAME_LABEL)
             .map(|infra| shared_key(&self.by_infra, infra));
-        let secret = CachedJoinSecret::kept(watched, namespace);
+        // Another Secret of its Infra, to share its Cluster's texts.
+        let sibling = infra
+            .as_ref()
+            .and_then(|infra| self.by_infra.get(infra)?.values().next().cloned());
+        let secret =
+            CachedJoinSecret::kept_in(watched, namespace, infra.as_ref(), sibling.as_deref());
         self.remove_named(secret.name());
         let name = secret.name.clone();
         self.infra_of.insert(name.clone(), infra.clone());

@@ -3,20 +3,46 @@
 
 use std::collections::BTreeSet;
 
-use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL};
+use api::names::{CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::ObjectMeta;
 use proptest::prelude::*;
 
 use super::*;
+use crate::cache::join_secret::SecretLabels;
 use crate::cache::keep::KubeStore;
 
 /// A join Secret `name` of namespace `ns`, labelled with Infra `infra`, token `token`.
 fn secret(ns: &str, name: &str, infra: Option<&str>, token: &str) -> WatchedJoinSecret {
+    labelled(ns, name, infra, None, token)
+}
+
+/// [`secret`], labelled with Cluster `cluster` too, and then with its entry
+/// (its name after `join-`) as the NodeClaim controller labels it, unless
+/// the Cluster's name ends in `-by-hand`; one more label when it ends in
+/// `-more`.
+fn labelled(
+    ns: &str,
+    name: &str,
+    infra: Option<&str>,
+    cluster: Option<&str>,
+    token: &str,
+) -> WatchedJoinSecret {
     let mut labels = BTreeMap::from([(CONTRACT_LABEL.to_owned(), name.to_owned())]);
     if let Some(infra) = infra {
         labels.insert(INFRA_NAME_LABEL.to_owned(), infra.to_owned());
+    }
+    if let Some(cluster) = cluster {
+        let entry = name.strip_prefix("join-").unwrap_or(name);
+        if !cluster.ends_with("-by-hand") {
+            labels.insert(CONTRACT_LABEL.to_owned(), entry.to_owned());
+        }
+        labels.insert(CLUSTER_LABEL.to_owned(), cluster.to_owned());
+        labels.insert(CLUSTER_NAMESPACE_LABEL.to_owned(), "tenant-a".to_owned());
+        if cluster.ends_with("-more") {
+            labels.insert("a/b".to_owned(), "c".to_owned());
+        }
     }
     WatchedJoinSecret::from(Secret {
         metadata: ObjectMeta {
@@ -108,29 +134,44 @@ fn a_kept_secret_is_given_back_as_watched_and_shares_its_namespace() {
     assert!(Arc::ptr_eq(ns_a, ns_b), "one allocation per namespace");
 }
 
-/// One watch event over a few names, Infras and tokens.
+/// One object: its name, Infra, token and Cluster, by number (Cluster 2
+/// labelled by hand, 3 with one label more).
+type Object = (usize, Option<usize>, usize, Option<usize>);
+
+/// One watch event over a few names, Infras, tokens and Clusters.
 #[derive(Clone, Debug)]
 enum Step {
-    Apply(usize, Option<usize>, usize),
+    Apply(Object),
     Delete(usize),
-    Relist(Vec<(usize, Option<usize>, usize)>),
+    Relist(Vec<Object>),
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    let object = (0..4usize, proptest::option::of(0..2usize), 0..3usize);
+    let object = (
+        0..4usize,
+        proptest::option::of(0..2usize),
+        0..3usize,
+        proptest::option::of(0..4usize),
+    );
     prop_oneof![
-        4 => object.clone().prop_map(|(n, i, t)| Step::Apply(n, i, t)),
+        4 => object.clone().prop_map(Step::Apply),
         2 => (0..4usize).prop_map(Step::Delete),
         1 => proptest::collection::vec(object, 0..5).prop_map(Step::Relist),
     ]
 }
 
-fn object((name, infra, token): (usize, Option<usize>, usize)) -> WatchedJoinSecret {
+fn object((name, infra, token, cluster): Object) -> WatchedJoinSecret {
     let infra = infra.map(|i| format!("infra-{i}"));
-    secret(
+    let cluster = cluster.map(|c| match c {
+        2 => "cluster-0-by-hand".to_owned(),
+        3 => "cluster-1-more".to_owned(),
+        c => format!("cluster-{c}"),
+    });
+    labelled(
         "ns",
-        &format!("s{name}"),
+        &format!("join-s{name}"),
         infra.as_deref(),
+        cluster.as_deref(),
         &"t".repeat(token + 1),
     )
 }
@@ -144,8 +185,8 @@ proptest! {
         let mut keep = JoinSecrets::default();
         for step in steps {
             let events = match step {
-                Step::Apply(n, i, t) => vec![watcher::Event::Apply(object((n, i, t)))],
-                Step::Delete(n) => vec![watcher::Event::Delete(object((n, None, 0)))],
+                Step::Apply(o) => vec![watcher::Event::Apply(object(o))],
+                Step::Delete(n) => vec![watcher::Event::Delete(object((n, None, 0, None)))],
                 Step::Relist(objects) => std::iter::once(watcher::Event::Init)
                     .chain(objects.into_iter().map(|o| watcher::Event::InitApply(object(o))))
                     .chain(std::iter::once(watcher::Event::InitDone))
@@ -169,7 +210,45 @@ proptest! {
                 expected.sort();
                 let kept = keep.of_infra(infra);
                 prop_assert_eq!(names(&kept), expected);
+                for secret in &kept {
+                    let watched = kube.get(&ObjectRef::new(secret.name()).within("ns")).unwrap();
+                    for key in [INFRA_NAME_LABEL, CONTRACT_LABEL, CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL] {
+                        prop_assert_eq!(secret.label(key), watched.label(key), "{}", key);
+                    }
+                }
             }
         }
     }
+}
+
+#[test]
+fn the_secrets_of_an_infra_share_its_cluster_texts() {
+    let mut keep = JoinSecrets::default();
+    for name in ["join-a", "join-b"] {
+        let secret = labelled("ns", name, Some("x"), Some("c1"), "t");
+        keep.apply(&watcher::Event::Apply(secret));
+    }
+    let [a, b] = &keep.of_infra("x")[..] else {
+        panic!("two Secrets of x")
+    };
+    let (
+        SecretLabels::Join {
+            infra: infra_a,
+            cluster: cluster_a,
+            cluster_namespace: namespace_a,
+        },
+        SecretLabels::Join {
+            infra: infra_b,
+            cluster: cluster_b,
+            cluster_namespace: namespace_b,
+        },
+    ) = (&a.labels, &b.labels)
+    else {
+        panic!("both are labelled as the NodeClaim controller labels them")
+    };
+    assert!(Arc::ptr_eq(infra_a, infra_b));
+    assert!(Arc::ptr_eq(cluster_a, cluster_b));
+    assert!(Arc::ptr_eq(namespace_a, namespace_b));
+    assert_eq!(a.label(CONTRACT_LABEL), Some("a"));
+    assert_eq!(b.labels().get(CLUSTER_LABEL), Some("c1"));
 }
