@@ -66,18 +66,23 @@ impl Namespace {
         let name = shared_key(&self.by_name, name);
         self.remove(&name);
         let cluster = shared_key(&self.by_cluster, &claim.spec.cluster_name);
+        // Another claim of its Cluster, to share its Infra's name.
+        let sibling = (self.by_cluster.get(&cluster))
+            .and_then(|names| names.first())
+            .and_then(|sibling| self.by_name.get(sibling));
+        let kept = KeptClaim::keep(claim, cluster.clone(), sibling.map(AsRef::as_ref));
         self.by_cluster
             .entry(cluster)
             .or_default()
             .insert(name.clone());
-        self.by_name.insert(name, Box::new(KeptClaim::keep(claim)));
+        self.by_name.insert(name, Box::new(kept));
     }
 
     fn remove(&mut self, name: &str) {
         let Some(claim) = self.by_name.remove(name) else {
             return;
         };
-        let cluster = claim.spec.cluster_name.as_str();
+        let cluster = &*claim.cluster;
         if let Some(group) = self.by_cluster.get_mut(cluster) {
             group.remove(name);
             if group.is_empty() {

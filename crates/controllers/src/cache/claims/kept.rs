@@ -17,15 +17,20 @@
 //!   with every claim's, and deriving it is a SHA-256;
 //! - `status.guest` as a [`CachedGuest`] (its provider interned);
 //! - its uid and its owners' as 16 bytes each ([`KeptUid`]) when they are
-//!   UUIDs, as the API server makes them.
+//!   UUIDs, as the API server makes them;
+//! - its Cluster's name as the keeper's group key, and its Infra's name as
+//!   another claim of the Cluster holds it (one allocation each for the
+//!   Cluster's claims).
 //!
 //! # Guarantees
 //! - [`KeptClaim::claim`] gives back the claim [`KeptClaim::keep`] took,
 //!   equal in every field (the keeper's property test against a
 //!   kube-runtime store varies each).
 
+use std::sync::Arc;
+
 use api::names::{compute_contract_name, entry_name};
-use api::{Guest, InfraRef, NodeClaimPhase, NodeClaimSpec, Text};
+use api::{Guest, InfraRef, Location, NodeClaimPhase, NodeClaimSpec, Receipt, Resources, Text};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use crate::cache::uid::KeptUid;
@@ -43,9 +48,55 @@ pub(super) struct KeptClaim {
     /// Interned: every claim holds the same one or none.
     finalizers: Option<Box<[Text]>>,
     owner_references: Option<Box<[KeptOwner]>>,
-    /// Read by the keeper's grouping.
-    pub(super) spec: NodeClaimSpec,
+    /// `spec.clusterName`: the keeper's group key, shared.
+    pub(super) cluster: Arc<str>,
+    /// The rest of its spec.
+    spec: KeptSpec,
     status: Option<KeptStatus>,
+}
+
+/// A claim's spec as kept: without its Cluster's name (the group key).
+struct KeptSpec {
+    resources: Resources,
+    location: Location,
+    owner_did: Option<String>,
+    adopt: Option<Box<Receipt>>,
+    join_grace_seconds: u32,
+    loss_grace_seconds: u32,
+}
+
+impl KeptSpec {
+    fn new(spec: NodeClaimSpec) -> Self {
+        let NodeClaimSpec {
+            cluster_name: _,
+            resources,
+            location,
+            owner_did,
+            adopt,
+            join_grace_seconds,
+            loss_grace_seconds,
+        } = spec;
+        Self {
+            resources,
+            location,
+            owner_did,
+            adopt,
+            join_grace_seconds,
+            loss_grace_seconds,
+        }
+    }
+
+    fn spec(&self, cluster: &str) -> NodeClaimSpec {
+        NodeClaimSpec {
+            cluster_name: cluster.to_owned(),
+            resources: self.resources.clone(),
+            location: self.location.clone(),
+            owner_did: self.owner_did.clone(),
+            adopt: self.adopt.clone(),
+            join_grace_seconds: self.join_grace_seconds,
+            loss_grace_seconds: self.loss_grace_seconds,
+        }
+    }
 }
 
 /// A claim's [`CachedClaimStatus`] as kept: its Infra entry compact.
@@ -59,7 +110,7 @@ struct KeptStatus {
 }
 
 impl KeptStatus {
-    fn new(status: CachedClaimStatus, derived: &Derived<'_>) -> Self {
+    fn new(status: CachedClaimStatus, derived: &Derived<'_>, sibling: Option<&Self>) -> Self {
         let CachedClaimStatus {
             phase,
             infra,
@@ -70,7 +121,8 @@ impl KeptStatus {
         } = status;
         Self {
             phase,
-            infra: infra.map(|at| KeptInfraRef::new(at, derived)),
+            infra: infra
+                .map(|at| KeptInfraRef::new(at, derived, sibling.and_then(|s| s.infra.as_ref()))),
             conditions,
             guest: guest.map(CachedGuest::from),
             grant_expires_at,
@@ -91,7 +143,9 @@ impl KeptStatus {
 }
 
 impl KeptClaim {
-    pub(super) fn keep(claim: CachedClaim) -> Self {
+    /// `claim` as kept under its Cluster's group key `cluster`, sharing
+    /// what `sibling` (another claim of the group) holds.
+    pub(super) fn keep(claim: CachedClaim, cluster: Arc<str>, sibling: Option<&Self>) -> Self {
         let CachedClaim {
             metadata,
             spec,
@@ -100,7 +154,8 @@ impl KeptClaim {
         let derived = Derived {
             uid: metadata.uid.as_deref().unwrap_or_default(),
         };
-        let status = status.map(|status| KeptStatus::new(status, &derived));
+        let sibling_status = sibling.and_then(|s| s.status.as_ref());
+        let status = status.map(|status| KeptStatus::new(status, &derived, sibling_status));
         Self {
             uid: metadata.uid.map(KeptUid::from),
             resource_version: metadata.resource_version.map(String::into_boxed_str),
@@ -113,9 +168,21 @@ impl KeptClaim {
             owner_references: metadata
                 .owner_references
                 .map(|owners| owners.into_iter().map(KeptOwner::from).collect()),
-            spec,
+            cluster,
+            spec: KeptSpec::new(spec),
             status,
         }
+    }
+
+    /// Whether its Infra entry's Infra name is `other`'s allocation.
+    #[cfg(test)]
+    pub(super) fn shares_infra_name_with(&self, other: &Self) -> bool {
+        let name = |claim: &Self| {
+            (claim.status.as_ref())
+                .and_then(|status| status.infra.as_ref())
+                .map(|at| Arc::clone(&at.name))
+        };
+        matches!((name(self), name(other)), (Some(a), Some(b)) if Arc::ptr_eq(&a, &b))
     }
 
     /// Whether `status.infra` names Infra `namespace`/`name`.
@@ -147,7 +214,7 @@ impl KeptClaim {
                     .map(|owners| owners.iter().map(OwnerReference::from).collect()),
                 ..ObjectMeta::default()
             },
-            spec: self.spec.clone(),
+            spec: self.spec.spec(&self.cluster),
             status,
         }
     }
@@ -216,7 +283,8 @@ impl Derived<'_> {
 struct KeptInfraRef {
     /// Interned: the contract namespace, one for every claim.
     namespace: Text,
-    name: Box<str>,
+    /// Shared with another claim of its Cluster (one Infra a Cluster).
+    name: Arc<str>,
     /// `None` when it is the claim's entry.
     contract: Option<Box<str>>,
     /// `None` when it is `<name>-<contract>`, the name the Infra gives it.
@@ -229,7 +297,7 @@ fn unless_derived(name: String, derived: &str) -> Option<Box<str>> {
 }
 
 impl KeptInfraRef {
-    fn new(at: InfraRef, derived: &Derived<'_>) -> Self {
+    fn new(at: InfraRef, derived: &Derived<'_>, sibling: Option<&Self>) -> Self {
         let InfraRef {
             namespace,
             name,
@@ -240,7 +308,10 @@ impl KeptInfraRef {
             unless_derived(compute_contract, &compute_contract_name(&name, &contract));
         Self {
             namespace: api::intern(&namespace),
-            name: name.into_boxed_str(),
+            name: match sibling {
+                Some(sibling) if *sibling.name == *name => Arc::clone(&sibling.name),
+                _ => Arc::from(name),
+            },
             contract: unless_derived(contract, &derived.entry()),
             compute_contract,
         }

@@ -69,8 +69,14 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
                 country: "DE".to_owned(),
                 region: None,
             },
-            owner_did: None,
-            adopt: None,
+            // The spec's optional fields, set in one version.
+            owner_did: (version == 2).then(|| "did:plc:owner".to_owned()),
+            adopt: (version == 2).then(|| {
+                Box::new(api::Receipt {
+                    uri: format!("at://did:plc:bidder/guest/{name}"),
+                    cid: "bafy".to_owned(),
+                })
+            }),
             join_grace_seconds: 900,
             loss_grace_seconds: 300,
         },
@@ -319,4 +325,28 @@ fn the_claims_composed_into_an_infra_are_those_whose_status_names_it() {
     assert_eq!(found.len(), 1);
     assert_eq!(*found[0], mine, "built whole");
     assert!(keep.composed_into("system", "nodes-z").is_empty());
+}
+
+#[test]
+fn the_claims_of_a_cluster_share_its_name_and_its_infras() {
+    let mut keep = Claims::default();
+    for name in ["a", "b"] {
+        keep.apply(&watcher::Event::Apply(claim("ns", name, "c1", 1)));
+    }
+    let held = keep.held.read();
+    let namespace = &held.0["ns"];
+    let (a, b) = (&namespace.by_name["a"], &namespace.by_name["b"]);
+    assert!(Arc::ptr_eq(&a.cluster, &b.cluster), "the group's key");
+    assert!(a.shares_infra_name_with(b));
+    drop(held);
+    let read = keep.of_cluster("ns", "c1");
+    assert_eq!(read[1].spec.cluster_name, "c1");
+    assert_eq!(
+        read[1]
+            .status
+            .as_ref()
+            .and_then(|s| s.infra.as_ref())
+            .map(|i| i.name.as_str()),
+        Some("nodes-c1")
+    );
 }
