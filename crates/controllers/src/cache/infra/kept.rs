@@ -6,6 +6,7 @@
 //! derived one.
 
 use std::collections::HashSet;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, compute_contract_name, join_secret_name};
@@ -18,11 +19,22 @@ use api::{
 use crate::cache::uid::KeptUid;
 use crate::nodeclaim::compose::node_name;
 
-/// The texts and locations of one Infra, each kept once.
+/// The texts, locations and join parameters of one Infra, each kept once.
 #[derive(Default)]
 pub(super) struct Pool {
     texts: HashSet<Text>,
     locations: HashSet<Arc<Location>>,
+    joins: HashSet<Arc<SharedJoin>>,
+}
+
+/// `value`, shared with an equal one of `set`.
+fn shared<T: Hash + Eq>(set: &mut HashSet<Arc<T>>, value: T) -> Arc<T> {
+    if let Some(shared) = set.get(&value) {
+        return Arc::clone(shared);
+    }
+    let shared = Arc::new(value);
+    set.insert(Arc::clone(&shared));
+    shared
 }
 
 impl Pool {
@@ -37,12 +49,7 @@ impl Pool {
     }
 
     fn location(&mut self, location: Location) -> Arc<Location> {
-        if let Some(shared) = self.locations.get(&location) {
-            return Arc::clone(shared);
-        }
-        let shared = Arc::new(location);
-        self.locations.insert(Arc::clone(&shared));
-        shared
+        shared(&mut self.locations, location)
     }
 }
 
@@ -269,12 +276,20 @@ impl Derived<'_> {
     }
 }
 
-/// A [`NodeJoin`], kept: its node name and labels only when they are not
-/// the derived ones, its other labels' values shared.
+/// A [`NodeJoin`], kept: its node name only when it is not the derived
+/// one, the rest shared with every node of the Infra that joins alike.
 #[derive(Clone, Debug, PartialEq)]
 struct KeptNodeJoin {
-    api_server: Text,
     node_name: DerivedName,
+    shared: Arc<SharedJoin>,
+}
+
+/// What the nodes of one Infra join with alike: the API server, the labels
+/// when they are the derived ones (else each node's, their values shared),
+/// the taints.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SharedJoin {
+    api_server: Text,
     /// `None` when they are the derived ones.
     labels: Option<Box<[(Text, Text)]>>,
     taints: Box<[Taint]>,
@@ -294,19 +309,30 @@ impl KeptNodeJoin {
                 .map(|(key, value)| (api::intern(key), pool.text(value.to_owned())))
                 .collect()
         });
+        let api_server = pool.text(api_server);
         Self {
-            api_server: pool.text(api_server),
             node_name: derived_name(node_name, &derived.node_name()),
-            labels,
-            taints: taints.into_boxed_slice(),
+            shared: shared(
+                &mut pool.joins,
+                SharedJoin {
+                    api_server,
+                    labels,
+                    taints: taints.into_boxed_slice(),
+                },
+            ),
         }
     }
 
     fn node_join(&self, derived: &Derived<'_>) -> NodeJoin {
+        let SharedJoin {
+            api_server,
+            labels,
+            taints,
+        } = self.shared.as_ref();
         NodeJoin {
-            api_server: self.api_server.to_string(),
+            api_server: api_server.to_string(),
             node_name: name_of(&self.node_name, || derived.node_name()),
-            labels: self.labels.as_ref().map_or_else(
+            labels: labels.as_ref().map_or_else(
                 || derived.labels(),
                 |labels| {
                     labels
@@ -315,7 +341,7 @@ impl KeptNodeJoin {
                         .collect::<StringMap>()
                 },
             ),
-            taints: self.taints.to_vec(),
+            taints: taints.to_vec(),
         }
     }
 }
@@ -443,6 +469,8 @@ impl KeptContractStatus {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::sync::Arc;
+
     use super::super::CachedInfra;
 
     /// The fixture's Infra (three nodes of one Cluster, from `manager dev`).
@@ -463,7 +491,7 @@ mod tests {
         // The fixture's node names and join labels are the NodeClaim controller's.
         assert!(spec.nodes.iter().all(|node| {
             let join = node.node_join.as_ref().unwrap();
-            join.node_name.is_none() && join.labels.is_none()
+            join.node_name.is_none() && join.shared.labels.is_none()
         }));
         assert!(spec.secrets.iter().all(|s| s.secret.is_none()));
         assert!(
@@ -475,7 +503,10 @@ mod tests {
         // What the nodes share is shared.
         assert!(spec.nodes[0].owner_did.shares(&spec.nodes[1].owner_did));
         let other_join = spec.nodes[1].node_join.as_ref().unwrap();
-        assert!(join.api_server.shares(&other_join.api_server));
+        assert!(
+            Arc::ptr_eq(&join.shared, &other_join.shared),
+            "the nodes join alike"
+        );
         assert!(std::sync::Arc::ptr_eq(
             &spec.contracts[0].location,
             &spec.contracts[1].location
