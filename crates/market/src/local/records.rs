@@ -1,6 +1,7 @@
 //! What the local market remembers of one RFP and one guest, alive or released.
 
 use std::borrow::Cow;
+use std::net::Ipv4Addr;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -36,11 +37,59 @@ pub(crate) struct GuestRecord {
     pub register_delay_ms: u64,
     /// Why the boot fails, when it does (decided at acceptance).
     pub failure: Option<String>,
-    pub address: String,
-    pub node_id: String,
+    /// Its address and node identity.
+    network: GuestNetwork,
     /// The node left the cluster ([`super::LocalMarket::lose_node`]): the
     /// guest still runs on the network but reports no node identity.
     pub node_lost: bool,
+}
+
+/// A guest's address and node identity as its record keeps them. The local
+/// market gives each guest an IPv4 address and a `guest-` + 12 hex digits
+/// id (`bidders::guest_address`, `bidders::node_id`): kept as their 10
+/// bytes, where the two strings took 48 bytes and two allocations a guest
+/// of a market that holds every guest of the fleet. Any other pair (an
+/// older market's, read from its journal) is kept as it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum GuestNetwork {
+    /// `a.b.c.d` and `guest-<hex of node>`.
+    Compact { address: [u8; 4], node: [u8; 6] },
+    /// Any other.
+    Given(Box<(String, String)>),
+}
+
+/// The prefix of the node identities the local market gives.
+const NODE_ID_PREFIX: &str = "guest-";
+
+impl GuestNetwork {
+    fn new(address: String, node_id: String) -> Self {
+        let compact = || {
+            let ip: Ipv4Addr = address.parse().ok()?;
+            let hex_digits = node_id.strip_prefix(NODE_ID_PREFIX)?;
+            let node: [u8; 6] = hex::decode(hex_digits).ok()?.try_into().ok()?;
+            // Only a form that reads back the same (no leading zeros, no capitals).
+            let same = ip.to_string() == address && hex::encode(node) == hex_digits;
+            same.then_some(Self::Compact {
+                address: ip.octets(),
+                node,
+            })
+        };
+        compact().unwrap_or_else(|| Self::Given(Box::new((address, node_id))))
+    }
+
+    fn address(&self) -> String {
+        match self {
+            Self::Compact { address, .. } => Ipv4Addr::from(*address).to_string(),
+            Self::Given(given) => given.0.clone(),
+        }
+    }
+
+    fn node_id(&self) -> String {
+        match self {
+            Self::Compact { node, .. } => format!("{NODE_ID_PREFIX}{}", hex::encode(node)),
+            Self::Given(given) => given.1.clone(),
+        }
+    }
 }
 
 /// A [`GuestRecord`] as the journal (and the legacy state file) keeps it:
@@ -88,8 +137,8 @@ impl From<GuestRecord> for JournaledGuest {
             boot_delay_ms: record.boot_delay_ms,
             register_delay_ms: record.register_delay_ms,
             failure: record.failure,
-            address: record.address,
-            node_id: record.node_id,
+            address: record.network.address(),
+            node_id: record.network.node_id(),
             node_lost: record.node_lost,
         }
     }
@@ -114,8 +163,7 @@ impl GuestRecord {
             boot_delay_ms,
             register_delay_ms,
             failure,
-            address,
-            node_id,
+            network: GuestNetwork::new(address, node_id),
             node_lost: false,
         }
     }
@@ -159,12 +207,12 @@ impl GuestRecord {
         }
         if self.node_lost || elapsed < self.boot_delay_ms.saturating_add(self.register_delay_ms) {
             GuestStatus::OnNetwork {
-                address: Some(self.address.clone()),
+                address: Some(self.network.address()),
             }
         } else {
             GuestStatus::NodeRegistered {
-                address: Some(self.address.clone()),
-                node_id: self.node_id.clone(),
+                address: Some(self.network.address()),
+                node_id: self.network.node_id(),
             }
         }
     }
@@ -296,6 +344,42 @@ pub(crate) mod tests {
         assert_eq!(read.cid(), "sha256:issued-by-an-older-market");
         assert_eq!(read.receipt().cid, "sha256:issued-by-an-older-market");
         assert_eq!(read.tombstone(5).cid, "sha256:issued-by-an-older-market");
+        assert_eq!(serde_json::to_value(&read).unwrap(), json);
+    }
+
+    #[test]
+    fn the_markets_own_address_and_node_id_are_kept_as_bytes_and_read_back() {
+        let seed = 7;
+        let rfp = RfpId::new("rfp-x");
+        let (address, node_id) = (
+            bidders::guest_address(seed, &rfp),
+            bidders::node_id(seed, &rfp),
+        );
+        let kept = GuestNetwork::new(address.clone(), node_id.clone());
+        assert!(matches!(kept, GuestNetwork::Compact { .. }));
+        assert_eq!((kept.address(), kept.node_id()), (address, node_id));
+    }
+
+    proptest::proptest! {
+        /// Any address and node id read back as they came, compact or not.
+        #[test]
+        fn an_address_and_node_id_read_back_as_they_came(
+            address in "([0-9]{1,3}\\.){3}[0-9]{1,3}|[a-z0-9.:]{0,12}",
+            node_id in "guest-[0-9a-fA-F]{11,13}|[a-z0-9-]{0,12}",
+        ) {
+            let kept = GuestNetwork::new(address.clone(), node_id.clone());
+            proptest::prop_assert_eq!((kept.address(), kept.node_id()), (address, node_id));
+        }
+    }
+
+    #[test]
+    fn a_journaled_address_of_another_form_is_kept_as_it_came() {
+        let mut json = serde_json::to_value(rented()).unwrap();
+        json["address"] = "10.01.2.3".into();
+        json["node_id"] = "guest-ABCDEF012345".into();
+        let read: GuestRecord = serde_json::from_value(json.clone()).unwrap();
+        assert!(matches!(read.network, GuestNetwork::Given(_)));
+        assert_eq!(read.status_at(10_000).address(), Some("10.01.2.3"));
         assert_eq!(serde_json::to_value(&read).unwrap(), json);
     }
 
