@@ -68,6 +68,19 @@ impl Error {
         }
     }
 
+    /// The error of a step taken to `purpose`: a client error's action
+    /// says so (`read ComputeContract ns/name to release it`).
+    #[must_use]
+    pub fn to(self, purpose: &str) -> Self {
+        match self {
+            Self::Kube { action, source } => Self::Kube {
+                action: format!("{action} to {purpose}"),
+                source,
+            },
+            other => other,
+        }
+    }
+
     /// A bounded label for metrics and Events: never an object name or a value.
     #[must_use]
     pub fn category(&self) -> &'static str {
@@ -115,3 +128,29 @@ impl Error {
 
 /// The reconcilers' result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_taken_to_a_purpose_says_so_and_stays_what_it_was() {
+        let source = kube::Error::SerdeError(serde::de::Error::custom("no"));
+        let error = Error::kube("read ComputeContract ns/a", source).to("release it");
+        assert!(
+            error
+                .to_string()
+                .starts_with("read ComputeContract ns/a to release it failed"),
+            "{error}"
+        );
+        assert_eq!(
+            error.category(),
+            Error::kube("x", kube::Error::SerdeError(serde::de::Error::custom("no"))).category()
+        );
+        let invalid = Error::Invalid {
+            object: "o".into(),
+            reason: "r".into(),
+        };
+        assert_eq!(invalid.to("p").to_string(), "o is invalid: r");
+    }
+}

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use api::{ComputeContract, Infra};
 use futures::StreamExt;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 
 use super::decide::InfraPlan;
 use super::objects::released_object;
@@ -72,22 +72,13 @@ async fn released_objects(
     namespace: &str,
     plan: &InfraPlan,
 ) -> ReleaseReads {
-    let api: Api<ComputeContract> = Api::namespaced(ctx.client.clone(), namespace);
     let reads: Vec<_> = (plan.release.iter())
-        .map(|release| {
-            let api = api.clone();
-            async move {
-                let read = api.get_opt(&release.name).await.map_err(|e| {
-                    Error::kube(
-                        format!(
-                            "read ComputeContract {namespace}/{} to release it",
-                            release.name
-                        ),
-                        e,
-                    )
-                });
-                (release, read)
-            }
+        .map(|release| async move {
+            // The write layer's read: no managedFields decoded, 404 as None.
+            let read = write::read::<ComputeContract>(&ctx.client, namespace, &release.name)
+                .await
+                .map_err(|error| error.to("release it"));
+            (release, read)
         })
         .collect();
     let read: Vec<_> = write::together(reads).collect().await;
