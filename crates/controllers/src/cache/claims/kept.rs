@@ -18,9 +18,9 @@
 //! - `status.guest` as a [`CachedGuest`] (its provider interned);
 //! - its uid and its owners' as 16 bytes each ([`KeptUid`]) when they are
 //!   UUIDs, as the API server makes them;
-//! - its Cluster's name as the keeper's group key, and its Infra's name as
-//!   another claim of the Cluster holds it (one allocation each for the
-//!   Cluster's claims).
+//! - its Cluster's name as the keeper's group key, and its Infra's name
+//!   and location as another claim of the Cluster holds them (one
+//!   allocation each for the Cluster's claims).
 //!
 //! # Guarantees
 //! - [`KeptClaim::claim`] gives back the claim [`KeptClaim::keep`] took,
@@ -55,10 +55,11 @@ pub(super) struct KeptClaim {
     status: Option<KeptStatus>,
 }
 
-/// A claim's spec as kept: without its Cluster's name (the group key).
+/// A claim's spec as kept: without its Cluster's name (the group key), its
+/// location shared with another claim of the Cluster when it is the same.
 struct KeptSpec {
     resources: Resources,
-    location: Location,
+    location: Arc<Location>,
     owner_did: Option<String>,
     adopt: Option<Box<Receipt>>,
     join_grace_seconds: u32,
@@ -66,7 +67,7 @@ struct KeptSpec {
 }
 
 impl KeptSpec {
-    fn new(spec: NodeClaimSpec) -> Self {
+    fn new(spec: NodeClaimSpec, sibling: Option<&Self>) -> Self {
         let NodeClaimSpec {
             cluster_name: _,
             resources,
@@ -76,6 +77,10 @@ impl KeptSpec {
             join_grace_seconds,
             loss_grace_seconds,
         } = spec;
+        let location = match sibling {
+            Some(sibling) if *sibling.location == location => Arc::clone(&sibling.location),
+            _ => Arc::new(location),
+        };
         Self {
             resources,
             location,
@@ -90,7 +95,7 @@ impl KeptSpec {
         NodeClaimSpec {
             cluster_name: cluster.to_owned(),
             resources: self.resources.clone(),
-            location: self.location.clone(),
+            location: Location::clone(&self.location),
             owner_did: self.owner_did.clone(),
             adopt: self.adopt.clone(),
             join_grace_seconds: self.join_grace_seconds,
@@ -169,7 +174,7 @@ impl KeptClaim {
                 .owner_references
                 .map(|owners| owners.into_iter().map(KeptOwner::from).collect()),
             cluster,
-            spec: KeptSpec::new(spec),
+            spec: KeptSpec::new(spec, sibling.map(|s| &s.spec)),
             status,
         }
     }
@@ -183,6 +188,12 @@ impl KeptClaim {
                 .map(|at| Arc::clone(&at.name))
         };
         matches!((name(self), name(other)), (Some(a), Some(b)) if Arc::ptr_eq(&a, &b))
+    }
+
+    /// Whether its location is `other`'s allocation.
+    #[cfg(test)]
+    pub(super) fn shares_location_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.spec.location, &other.spec.location)
     }
 
     /// Whether `status.infra` names Infra `namespace`/`name`.

@@ -65,9 +65,11 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
                 disk: 40,
                 network: 1000,
             },
+            // Another location in one version: claims of a Cluster share
+            // only an equal one.
             location: Location {
                 country: "DE".to_owned(),
-                region: None,
+                region: (version == 2).then(|| "BY".to_owned()),
             },
             // The spec's optional fields, set in one version.
             owner_did: (version == 2).then(|| "did:plc:owner".to_owned()),
@@ -338,6 +340,7 @@ fn the_claims_of_a_cluster_share_its_name_and_its_infras() {
     let (a, b) = (&namespace.by_name["a"], &namespace.by_name["b"]);
     assert!(Arc::ptr_eq(&a.cluster, &b.cluster), "the group's key");
     assert!(a.shares_infra_name_with(b));
+    assert!(a.shares_location_with(b));
     drop(held);
     let read = keep.of_cluster("ns", "c1");
     assert_eq!(read[1].spec.cluster_name, "c1");
