@@ -13,7 +13,9 @@
 //! without the `ObjectMeta` (360 bytes inline whatever it holds), in a
 //! keeper of its own ([`JoinSecrets`]) instead of a kube-runtime store
 //! (whose `ObjectRef` key is four more strings): no `Controller` has join
-//! Secrets as its primary kind, so none needs them in a store.
+//! Secrets as its primary kind, so none needs them in a store. Its labels
+//! are read off its name and shared with its Infra's other Secrets when
+//! they are the NodeClaim controller's (`labels`), and its uid is 16 bytes.
 //!
 //! # Guarantees
 //! - [`WatchedJoinSecret`] is a [`Resource`](kube::Resource) of the Secret's
