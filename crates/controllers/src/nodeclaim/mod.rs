@@ -282,11 +282,9 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     // From the indexes and keepers, by name: no scan of every claim, contract and Secret.
     let claims = stores.claims.of_cluster(&key.namespace, &key.name);
     let infra_name = key.infra_name();
-    // Decided from whole: the cache keeps it compactly, not in part.
-    let infra = stores
+    let cached_infra = stores
         .infras
-        .get(&ObjectRef::new(&infra_name).within(&ctx.contract_namespace))
-        .map(|cached| cached.infra());
+        .get(&ObjectRef::new(&infra_name).within(&ctx.contract_namespace));
     let contracts = by_name(
         stores
             .indexes
@@ -299,12 +297,14 @@ async fn reconcile_key(runtime: &Runtime, key: &ClusterKey) -> Result<Action> {
     let own = &runtime.own_writes;
     if claim_refs.iter().any(|c| own.is_behind(*c))
         || cluster.as_deref().is_some_and(|c| own.is_behind(c))
-        || infra.as_ref().is_some_and(|i| own.is_behind(i))
+        || cached_infra.as_deref().is_some_and(|i| own.is_behind(i))
     {
         // Its own last write replaced one of these copies: deciding from it
         // would write that step again (a 409). That write's event wakes the key.
         return Ok(Action::requeue(OWN_WRITE_UNSEEN_RECHECK));
     }
+    // Decided from whole: the cache keeps it compactly, not in part.
+    let infra = cached_infra.map(|cached| cached.infra());
     let contract_refs: Vec<&CachedContract> = contracts.iter().map(AsRef::as_ref).collect();
     let secret_refs: Vec<&CachedJoinSecret> = secrets.iter().map(AsRef::as_ref).collect();
     let now = ctx.now();
