@@ -126,6 +126,16 @@ pub(crate) fn shared_key<V>(map: &std::collections::HashMap<Arc<str>, V>, key: &
     }
 }
 
+/// `shared` when it holds a value equal to `value`: so that equal values
+/// of neighbouring objects (the claims of one Cluster, the Secrets of one
+/// Infra) share one allocation.
+pub(crate) fn equal_shared<T: ?Sized + PartialEq>(
+    shared: Option<&Arc<T>>,
+    value: &T,
+) -> Option<Arc<T>> {
+    shared.filter(|shared| ***shared == *value).cloned()
+}
+
 /// What a keeper of the cache's own keeps, as one value the events change
 /// ([`super::JoinSecrets`]' groups, [`super::Claims`]' namespaces).
 pub(crate) trait Holding<K>: Default {

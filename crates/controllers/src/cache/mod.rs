@@ -52,6 +52,7 @@ pub mod claim;
 pub mod claims;
 pub mod contract;
 pub mod decode;
+mod derived;
 mod guest;
 pub mod index;
 mod indexes;

@@ -33,6 +33,8 @@ use api::names::{compute_contract_name, entry_name};
 use api::{Guest, InfraRef, Location, NodeClaimPhase, NodeClaimSpec, Receipt, Resources, Text};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
+use crate::cache::derived::{DerivedName, name_or, unless_derived};
+use crate::cache::keep::equal_shared;
 use crate::cache::uid::KeptUid;
 use crate::cache::{CachedClaim, CachedClaimStatus, CachedCondition, CachedGuest};
 
@@ -77,10 +79,8 @@ impl KeptSpec {
             join_grace_seconds,
             loss_grace_seconds,
         } = spec;
-        let location = match sibling {
-            Some(sibling) if *sibling.location == location => Arc::clone(&sibling.location),
-            _ => Arc::new(location),
-        };
+        let location = equal_shared(sibling.map(|s| &s.location), &location)
+            .unwrap_or_else(|| Arc::new(location));
         Self {
             resources,
             location,
@@ -297,14 +297,9 @@ struct KeptInfraRef {
     /// Shared with another claim of its Cluster (one Infra a Cluster).
     name: Arc<str>,
     /// `None` when it is the claim's entry.
-    contract: Option<Box<str>>,
+    contract: DerivedName,
     /// `None` when it is `<name>-<contract>`, the name the Infra gives it.
-    compute_contract: Option<Box<str>>,
-}
-
-/// `name` as kept: `None` when it is `derived`.
-fn unless_derived(name: String, derived: &str) -> Option<Box<str>> {
-    (name != derived).then(|| name.into_boxed_str())
+    compute_contract: DerivedName,
 }
 
 impl KeptInfraRef {
@@ -319,10 +314,8 @@ impl KeptInfraRef {
             unless_derived(compute_contract, &compute_contract_name(&name, &contract));
         Self {
             namespace: api::intern(&namespace),
-            name: match sibling {
-                Some(sibling) if *sibling.name == *name => Arc::clone(&sibling.name),
-                _ => Arc::from(name),
-            },
+            name: equal_shared(sibling.map(|s| &s.name), name.as_str())
+                .unwrap_or_else(|| Arc::from(name)),
             contract: unless_derived(contract, &derived.entry()),
             compute_contract,
         }
@@ -330,16 +323,12 @@ impl KeptInfraRef {
 
     fn reference(&self, derived: &Derived<'_>) -> InfraRef {
         let name = self.name.to_string();
-        let contract = self
-            .contract
-            .as_deref()
-            .map_or_else(|| derived.entry(), str::to_owned);
+        let contract = name_or(&self.contract, || derived.entry());
         InfraRef {
             namespace: self.namespace.to_string(),
-            compute_contract: self
-                .compute_contract
-                .as_deref()
-                .map_or_else(|| compute_contract_name(&name, &contract), str::to_owned),
+            compute_contract: name_or(&self.compute_contract, || {
+                compute_contract_name(&name, &contract)
+            }),
             name,
             contract,
         }

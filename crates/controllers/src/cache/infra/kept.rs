@@ -16,6 +16,7 @@ use api::{
     Resources, Role, SecretEntry, SecretRef, StringMap, Taint, Text,
 };
 
+use crate::cache::derived::{DerivedName, name_or, unless_derived};
 use crate::cache::uid::KeptUid;
 use crate::nodeclaim::compose::node_name;
 
@@ -51,19 +52,6 @@ impl Pool {
     fn location(&mut self, location: Location) -> Arc<Location> {
         shared(&mut self.locations, location)
     }
-}
-
-/// A name derived from its entry's: `None` when it is the derived one.
-type DerivedName = Option<Box<str>>;
-
-/// `name` as kept: `None` when it is `derived`.
-fn derived_name(name: String, derived: &str) -> DerivedName {
-    (name != derived).then(|| name.into_boxed_str())
-}
-
-/// The name `kept` stands for, `derived` when it was.
-fn name_of(kept: &DerivedName, derived: impl FnOnce() -> String) -> String {
-    kept.as_deref().map_or_else(derived, str::to_owned)
 }
 
 /// `spec` of [`InfraSpec`], kept.
@@ -176,7 +164,7 @@ impl KeptSecretEntry {
             contract,
             secret_ref: SecretRef { name },
         } = entry;
-        let secret = derived_name(name, &join_secret_name(&contract));
+        let secret = unless_derived(name, &join_secret_name(&contract));
         Self {
             contract: pool.text(contract),
             secret,
@@ -187,7 +175,7 @@ impl KeptSecretEntry {
         SecretEntry {
             contract: self.contract.to_string(),
             secret_ref: SecretRef {
-                name: name_of(&self.secret, || join_secret_name(&self.contract)),
+                name: name_or(&self.secret, || join_secret_name(&self.contract)),
             },
         }
     }
@@ -311,7 +299,7 @@ impl KeptNodeJoin {
         });
         let api_server = pool.text(api_server);
         Self {
-            node_name: derived_name(node_name, &derived.node_name()),
+            node_name: unless_derived(node_name, &derived.node_name()),
             shared: shared(
                 &mut pool.joins,
                 SharedJoin {
@@ -331,7 +319,7 @@ impl KeptNodeJoin {
         } = self.shared.as_ref();
         NodeJoin {
             api_server: api_server.to_string(),
-            node_name: name_of(&self.node_name, || derived.node_name()),
+            node_name: name_or(&self.node_name, || derived.node_name()),
             labels: labels.as_ref().map_or_else(
                 || derived.labels(),
                 |labels| {
@@ -445,7 +433,8 @@ impl KeptContractStatus {
             state,
             phase,
         } = row;
-        let compute_contract = derived_name(compute_contract, &compute_contract_name(infra, &name));
+        let compute_contract =
+            unless_derived(compute_contract, &compute_contract_name(infra, &name));
         Self {
             name: pool.text(name),
             compute_contract,
@@ -457,7 +446,7 @@ impl KeptContractStatus {
     fn row(&self, infra: &str) -> ContractStatus {
         ContractStatus {
             name: self.name.to_string(),
-            compute_contract: name_of(&self.compute_contract, || {
+            compute_contract: name_or(&self.compute_contract, || {
                 compute_contract_name(infra, &self.name)
             }),
             state: self.state,

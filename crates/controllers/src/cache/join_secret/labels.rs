@@ -11,6 +11,8 @@
 use std::sync::Arc;
 
 use api::StringMap;
+
+use crate::cache::keep::equal_shared;
 use api::names::{
     CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CONTRACT_LABEL, INFRA_NAME_LABEL, JOIN_SECRET_PREFIX,
 };
@@ -33,10 +35,7 @@ pub(super) enum SecretLabels {
 
 /// `text` as an `Arc`: `shared`'s when it is the same text.
 fn shared_or_new(text: &str, shared: Option<&Arc<str>>) -> Arc<str> {
-    match shared {
-        Some(shared) if **shared == *text => Arc::clone(shared),
-        _ => Arc::from(text),
-    }
+    equal_shared(shared, text).unwrap_or_else(|| Arc::from(text))
 }
 
 impl SecretLabels {
