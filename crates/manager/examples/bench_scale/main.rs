@@ -37,7 +37,11 @@
 //!   a manager holds of the fleet without a scale-up's churn behind it.
 //! - `--external` (any mode): the manager runs as a process of its own
 //!   (this executable again) against the API server, so its resident memory
-//!   is its own: it is printed per contract and projected to 10,000.
+//!   is its own: it is printed per contract and projected to 10,000, and
+//!   split into anonymous (heap) and file-backed (code). It runs as the Helm
+//!   chart deploys it: with the chart's `MIMALLOC_` variables and as many
+//!   tokio workers as the chart's CPU limit gives (one for 500m); this
+//!   process's environment overrides each (`TOKIO_WORKER_THREADS=2`).
 //! - `BENCH_CONCURRENCY=INFRA,NODECLAIM,REQUESTER` (any mode): the
 //!   controllers' concurrency instead of the manager's defaults.
 //!
@@ -45,6 +49,7 @@
 //!
 //! `cargo run --release -p manager --example bench_scale -- --clusters 10 --nodes 10`
 
+mod chart;
 mod departures;
 mod fleet;
 mod probe;
@@ -128,6 +133,19 @@ fn main() -> anyhow::Result<()> {
     let args = Args {
         raw: std::env::args().collect(),
     };
+    if let Some(i) = args.raw.iter().position(|a| a == CHILD_FLAG) {
+        let (Some(kubeconfig), Some(namespace)) = (args.raw.get(i + 1), args.raw.get(i + 2)) else {
+            bail!("{CHILD_FLAG} KUBECONFIG NAMESPACE");
+        };
+        // The manager binary's runtime (`src/cli.rs`): as many workers as
+        // the CPUs it may use, or TOKIO_WORKER_THREADS, which the parent
+        // sets as the chart's CPU limit gives them.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("build the manager's runtime")?;
+        return runtime.block_on(world::run_child(kubeconfig.as_ref(), namespace));
+    }
     // The driver's own runtime: its threads are neither the server's nor the manager's.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -135,12 +153,6 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("build the driver's runtime")?;
-    if let Some(i) = args.raw.iter().position(|a| a == CHILD_FLAG) {
-        let (Some(kubeconfig), Some(namespace)) = (args.raw.get(i + 1), args.raw.get(i + 2)) else {
-            bail!("{CHILD_FLAG} KUBECONFIG NAMESPACE");
-        };
-        return runtime.block_on(world::run_child(kubeconfig.as_ref(), namespace));
-    }
     runtime.block_on(async {
         let external = args.has("--external");
         if args.has("--curve") {

@@ -52,15 +52,40 @@ pub fn process_cpu(pid: u32) -> Duration {
 
 /// VmRSS of process `pid` (this one for `None`), in KiB.
 pub fn resident_kib(pid: Option<u32>) -> u64 {
+    resident(pid).total
+}
+
+/// A process's resident memory, in KiB, and what it is made of.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Resident {
+    /// VmRSS.
+    pub total: u64,
+    /// RssFile: pages of mapped files, the executable's code and read-only
+    /// data above all (about 18 MiB of the manager's, whatever it caches).
+    pub file: u64,
+    /// RssAnon: the heap, the threads' stacks.
+    pub anon: u64,
+}
+
+/// The resident memory of process `pid` (this one for `None`).
+pub fn resident(pid: Option<u32>) -> Resident {
     let path = pid.map_or_else(
         || "/proc/self/status".to_owned(),
         |pid| format!("/proc/{pid}/status"),
     );
     let status = std::fs::read_to_string(path).unwrap_or_default();
-    let vm_rss = status.lines().find_map(|line| line.strip_prefix("VmRSS:"));
-    vm_rss
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    Resident {
+        total: field("VmRSS:"),
+        file: field("RssFile:"),
+        anon: field("RssAnon:"),
+    }
 }
 
 /// Reconciles started so far, by controller, read from a text exposition.

@@ -33,7 +33,7 @@ pub struct Reading {
     /// This process's resident memory, KiB.
     process_rss: u64,
     /// The manager's own, when it runs in a process of its own.
-    manager_rss: Option<u64>,
+    manager_rss: Option<probe::Resident>,
 }
 
 impl Reading {
@@ -60,7 +60,7 @@ impl Reading {
             manager_cpu: world.manager_cpu(),
             server_cpu: world.server_cpu(),
             process_rss: probe::resident_kib(None),
-            manager_rss: world.manager_rss_kib(),
+            manager_rss: world.manager_resident(),
         })
     }
 }
@@ -226,9 +226,17 @@ impl Life {
     pub fn print(&self) {
         let total = self.total();
         let where_ = if self.external {
-            "in a process of its own"
+            let env = crate::chart::manager_env().unwrap_or_default();
+            let env: Vec<String> = env
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect();
+            format!(
+                "in a process of its own, as the chart runs it ({})",
+                env.join(" ")
+            )
         } else {
-            "on a runtime of its own in this process"
+            "on a runtime of its own in this process".to_owned()
         };
         println!(
             "bench-scale: {} Clusters x {} NodeClaims = {total} nodes (debug build: {}); the manager \
@@ -314,15 +322,23 @@ impl Life {
         let total = self.total();
         match (self.before.manager_rss, self.joined.manager_rss) {
             (Some(before), Some(after)) => {
-                let per_contract = after.saturating_sub(before) as f64 / total as f64;
-                let projected = before as f64 + per_contract * CACHED_CONTRACTS;
+                let per_contract = after.total.saturating_sub(before.total) as f64 / total as f64;
+                let projected = before.total as f64 + per_contract * CACHED_CONTRACTS;
                 println!(
                     "memory:      the manager's VmRSS {:.1} MiB with its caches synced, {:.1} MiB with \
                      {total} contracts: {per_contract:.1} KiB per contract; {:.1} MiB projected with \
                      {CACHED_CONTRACTS} contracts (target: at most {MANAGER_RSS_TARGET_MIB} MiB)",
-                    mib(before),
-                    mib(after),
+                    mib(before.total),
+                    mib(after.total),
                     projected / 1024.0,
+                );
+                println!(
+                    "  resident, synced -> with {total} contracts: anonymous (heap, stacks) {:.1} -> {:.1} MiB, \
+                     file-backed (the executable's code and data) {:.1} -> {:.1} MiB",
+                    mib(before.anon),
+                    mib(after.anon),
+                    mib(before.file),
+                    mib(after.file),
                 );
             }
             _ => {

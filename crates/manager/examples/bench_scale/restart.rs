@@ -48,13 +48,13 @@ pub async fn memory_after_restart(
             .await?;
         settle(&world).await;
         tokio::time::sleep(IDLE).await;
-        let after_scale_up = world.manager_rss_kib().context("the manager's VmRSS")?;
+        let after_scale_up = world.manager_resident().context("the manager's VmRSS")?;
 
         world.restart_manager().await?;
         let writes_before = writes_taken(&world);
         settle(&world).await;
         tokio::time::sleep(IDLE).await;
-        let after_restart = world.manager_rss_kib().context("the manager's VmRSS")?;
+        let after_restart = world.manager_resident().context("the manager's VmRSS")?;
         let writes = writes_taken(&world) - writes_before;
         let tally = tracker.tally();
         tracker.stop();
@@ -64,9 +64,17 @@ pub async fn memory_after_restart(
         );
         println!(
             "memory:      the manager's VmRSS {:.1} MiB after the scale-up, {:.1} MiB after a restart on the same fleet ({:.2}x)",
-            mib(after_scale_up),
-            mib(after_restart),
-            after_restart as f64 / after_scale_up as f64
+            mib(after_scale_up.total),
+            mib(after_restart.total),
+            after_restart.total as f64 / after_scale_up.total as f64
+        );
+        println!(
+            "  resident, after the scale-up -> after the restart: anonymous (heap, stacks) {:.1} -> {:.1} MiB, \
+             file-backed (the executable's code and data) {:.1} -> {:.1} MiB",
+            mib(after_scale_up.anon),
+            mib(after_restart.anon),
+            mib(after_scale_up.file),
+            mib(after_restart.file),
         );
         println!(
             "restart:     {writes} API writes from the restart to the reading; {} of {total} claims Joined, {} contracts Deployed",

@@ -232,12 +232,12 @@ impl World {
             .saturating_sub(own_manager)
     }
 
-    /// The manager's resident memory in KiB, when it runs in a process of
-    /// its own; `None` when it shares this one.
-    pub fn manager_rss_kib(&self) -> Option<u64> {
+    /// The manager's resident memory and what it is made of, when it runs
+    /// in a process of its own; `None` when it shares this one.
+    pub fn manager_resident(&self) -> Option<probe::Resident> {
         match &self.manager {
             Manager::InProcess { .. } => None,
-            Manager::Child { child, .. } => child.id().map(|pid| probe::resident_kib(Some(pid))),
+            Manager::Child { child, .. } => child.id().map(|pid| probe::resident(Some(pid))),
         }
     }
 
@@ -330,6 +330,8 @@ async fn start_child(kubeconfig: &Path, namespace: &str) -> anyhow::Result<Manag
         }
         None => tokio::process::Command::new(this),
     };
+    // As the chart deploys it.
+    command.envs(crate::chart::manager_env()?);
     let mut child = command
         .arg(crate::CHILD_FLAG)
         .arg(kubeconfig)
