@@ -61,7 +61,7 @@ pub struct Resident {
     /// VmRSS.
     pub total: u64,
     /// RssFile: pages of mapped files, the executable's code and read-only
-    /// data above all (about 18 MiB of the manager's, whatever it caches).
+    /// data above all (about 14 MiB of the manager's, whatever it caches).
     pub file: u64,
     /// RssAnon: the heap, the threads' stacks.
     pub anon: u64,
