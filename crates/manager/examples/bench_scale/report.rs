@@ -340,6 +340,16 @@ impl Life {
                     mib(before.file),
                     mib(after.file),
                 );
+                // A guest-watch round (once a minute) is the idle manager's
+                // one piece of work: `--idle-seconds 70` takes one in.
+                if let Some(idled) = self.idled.manager_rss {
+                    println!(
+                        "  after the idle window ({:.0?}): VmRSS {:.1} MiB, anonymous {:.1}",
+                        self.idled.at - self.joined.at,
+                        mib(idled.total),
+                        mib(idled.anon),
+                    );
+                }
             }
             _ => {
                 let grown = self
