@@ -122,9 +122,9 @@ pub trait Market: Send + Sync {
     async fn guest_status(&self, receipt: &Receipt) -> Result<GuestStatus, MarketError>;
 
     /// [`Market::guest_status`] of many guests at once, the answers in the
-    /// order of `receipts`: one call per market for a Requester's whole
-    /// fleet, so a quiet fleet is polled at the cost of one call, not one per
-    /// contract.
+    /// order of `receipts`: the guest watch asks about a thousand guests a
+    /// call, so a quiet fleet is polled at the cost of a call per thousand
+    /// guests, not one per contract.
     ///
     /// The default asks [`Market::guest_status`] once per receipt (a market
     /// without a batch query, such as atproto, whose answers come from events
