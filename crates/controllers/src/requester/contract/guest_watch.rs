@@ -38,7 +38,7 @@ use crate::requester::markets::select_requester;
 /// registered, no release asked for. These are the contracts whose decide
 /// waits for a change instead of polling.
 #[must_use]
-pub fn watched_receipt(contract: &CachedContract) -> Option<Receipt> {
+pub fn watched_receipt(contract: &CachedContract) -> Option<&Receipt> {
     let status = contract.status.as_ref()?;
     let registered = status
         .guest
@@ -49,7 +49,7 @@ pub fn watched_receipt(contract: &CachedContract) -> Option<Receipt> {
         && status.won
         && !contract.spec.release
         && contract.metadata.deletion_timestamp.is_none();
-    settled.then(|| contract.receipt.clone()).flatten()
+    settled.then_some(contract.receipt.as_ref()).flatten()
 }
 
 /// Whether the market's answer about a watched contract's guest differs from
@@ -177,7 +177,7 @@ where
     for chunk in deployed.chunks(per_call.max(1)) {
         let (contracts, receipts): (Vec<&Arc<CachedContract>>, Vec<market::Receipt>) = chunk
             .iter()
-            .filter_map(|contract| watched_receipt(contract).map(|r| (contract, to_market(&r))))
+            .filter_map(|contract| watched_receipt(contract).map(|r| (contract, to_market(r))))
             .unzip();
         if receipts.is_empty() {
             continue;
