@@ -220,12 +220,14 @@ async fn life(
     tokio::time::sleep(Duration::from_millis(200)).await;
     let way_out = tracker.departures(&deleted, idled.at);
     let log = world.server.requests();
+    let manager_env = world.manager_env();
     tracker.stop();
     world.stop().await;
     Ok(Life {
         clusters,
         nodes,
         external,
+        manager_env,
         log,
         settled,
         before,

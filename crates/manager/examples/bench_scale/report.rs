@@ -70,6 +70,8 @@ pub struct Life {
     pub clusters: usize,
     pub nodes: usize,
     pub external: bool,
+    /// The variables an `--external` manager was started with (`NAME=value`).
+    pub manager_env: Vec<String>,
     /// The server's write log.
     pub log: Vec<RequestRecord>,
     /// From the last claim Joined until the server took no write for a second.
@@ -88,6 +90,18 @@ fn ms(d: Duration) -> f64 {
 
 pub fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
+}
+
+/// What the manager's resident memory is made of, at two readings.
+pub fn resident_split(before: probe::Resident, after: probe::Resident) -> String {
+    format!(
+        "anonymous (heap, stacks) {:.1} -> {:.1} MiB, file-backed (the executable's code and data) \
+         {:.1} -> {:.1} MiB",
+        mib(before.anon),
+        mib(after.anon),
+        mib(before.file),
+        mib(after.file),
+    )
 }
 
 impl Life {
@@ -226,14 +240,9 @@ impl Life {
     pub fn print(&self) {
         let total = self.total();
         let where_ = if self.external {
-            let env = crate::chart::manager_env().unwrap_or_default();
-            let env: Vec<String> = env
-                .iter()
-                .map(|(name, value)| format!("{name}={value}"))
-                .collect();
             format!(
                 "in a process of its own, as the chart runs it ({})",
-                env.join(" ")
+                self.manager_env.join(" ")
             )
         } else {
             "on a runtime of its own in this process".to_owned()
@@ -333,12 +342,8 @@ impl Life {
                     projected / 1024.0,
                 );
                 println!(
-                    "  resident, synced -> with {total} contracts: anonymous (heap, stacks) {:.1} -> {:.1} MiB, \
-                     file-backed (the executable's code and data) {:.1} -> {:.1} MiB",
-                    mib(before.anon),
-                    mib(after.anon),
-                    mib(before.file),
-                    mib(after.file),
+                    "  resident, synced -> with {total} contracts: {}",
+                    resident_split(before, after)
                 );
                 // A guest-watch round (once a minute) is the idle manager's
                 // one piece of work: `--idle-seconds 70` takes one in.

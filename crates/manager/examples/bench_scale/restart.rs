@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use crate::fleet::{self, Tracker};
-use crate::report::mib;
+use crate::report::{mib, resident_split};
 use crate::world::{World, WorldOptions};
 use crate::{settle, writes_taken};
 
@@ -69,12 +69,8 @@ pub async fn memory_after_restart(
             after_restart.total as f64 / after_scale_up.total as f64
         );
         println!(
-            "  resident, after the scale-up -> after the restart: anonymous (heap, stacks) {:.1} -> {:.1} MiB, \
-             file-backed (the executable's code and data) {:.1} -> {:.1} MiB",
-            mib(after_scale_up.anon),
-            mib(after_restart.anon),
-            mib(after_scale_up.file),
-            mib(after_restart.file),
+            "  resident, after the scale-up -> after the restart: {}",
+            resident_split(after_scale_up, after_restart)
         );
         println!(
             "restart:     {writes} API writes from the restart to the reading; {} of {total} claims Joined, {} contracts Deployed",

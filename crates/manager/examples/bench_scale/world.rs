@@ -82,6 +82,8 @@ enum Manager {
         child: Child,
         stdin: ChildStdin,
         stdout: Lines<BufReader<ChildStdout>>,
+        /// The variables it was started with (the chart's).
+        env: Vec<(String, String)>,
     },
 }
 
@@ -232,6 +234,18 @@ impl World {
             .saturating_sub(own_manager)
     }
 
+    /// The variables the manager's process was started with, as the chart
+    /// gives them (`NAME=value`); none when it shares this process.
+    pub fn manager_env(&self) -> Vec<String> {
+        match &self.manager {
+            Manager::InProcess { .. } => Vec::new(),
+            Manager::Child { env, .. } => env
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect(),
+        }
+    }
+
     /// The manager's resident memory and what it is made of, when it runs
     /// in a process of its own; `None` when it shares this one.
     pub fn manager_resident(&self) -> Option<probe::Resident> {
@@ -331,7 +345,8 @@ async fn start_child(kubeconfig: &Path, namespace: &str) -> anyhow::Result<Manag
         None => tokio::process::Command::new(this),
     };
     // As the chart deploys it.
-    command.envs(crate::chart::manager_env()?);
+    let env = crate::chart::manager_env()?;
+    command.envs(env.iter().cloned());
     let mut child = command
         .arg(crate::CHILD_FLAG)
         .arg(kubeconfig)
@@ -357,6 +372,7 @@ async fn start_child(kubeconfig: &Path, namespace: &str) -> anyhow::Result<Manag
         child,
         stdin,
         stdout,
+        env,
     })
 }
 
