@@ -27,6 +27,7 @@ use kube::{
 };
 use market::{LocalMarket, LocalMarketConfig};
 
+use crate::api_client::api_client;
 use crate::dev_atproto::{self, DevAtproto};
 use crate::shutdown::ShutdownArgs;
 use crate::tenant_side::{self, AbortOnDrop};
@@ -135,9 +136,8 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
     server
         .write_kubeconfig(&kubeconfig)
         .with_context(|| format!("write kubeconfig {}", kubeconfig.display()))?;
-    let client = server
-        .client()
-        .context("build a client for the embedded API server")?;
+    let client =
+        api_client(server.client_config()).context("build a client for the embedded API server")?;
 
     install_crds(&client).await?;
     let namespace = &args.controllers.contract_namespace;

@@ -4,6 +4,7 @@
 //! shared cache. `run` talks to a real cluster; `dev` and `demo` start the
 //! embedded API server and the local market on this machine.
 
+pub mod api_client;
 pub mod cli;
 pub mod demo;
 pub mod dev;

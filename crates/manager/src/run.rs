@@ -25,6 +25,7 @@ use controllers::{Clock, StopSignal, SystemClock, metrics::Metrics, requester::M
 use prometheus_client::registry::Registry;
 
 use crate::{
+    api_client::api_client,
     http::{HttpArgs, HttpServer, Readiness},
     leader::{self, LeaderArgs, LeaderConfig},
     market_port::{InboundSlot, MarketPort, MarketPortArgs},
@@ -59,9 +60,10 @@ pub struct RunArgs {
 /// When the cluster cannot be reached, a flag is unusable, the HTTP port
 /// cannot be bound, or the controllers end on their own while leading.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await.context(
+    let config = kube::Config::infer().await.context(
         "connect to the cluster (set KUBECONFIG, or run in a pod with a service account)",
     )?;
+    let client = api_client(config).context("build the client to the cluster's API server")?;
     let shutdown = args.shutdown.shutdown();
     let _signals = shutdown
         .listen_for_signals()

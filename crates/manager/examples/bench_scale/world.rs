@@ -16,6 +16,7 @@ use controllers::{Clock, StopSignal, SystemClock, metrics::Metrics};
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use manager::api_client::api_client;
 use manager::wiring::{ControllerOptions, Controllers};
 use prometheus_client::registry::Registry;
 use serde_json::json;
@@ -315,7 +316,7 @@ async fn start_in_process(
     // The client is built on the manager's runtime: its connections are served there.
     runtime
         .spawn(async move {
-            let client = Client::try_from(config).context("the manager's client")?;
+            let client = api_client(config).context("the manager's client")?;
             let mut running = controllers(client, metrics, options).start();
             tokio::spawn(running.done);
             running
@@ -384,7 +385,7 @@ pub async fn run_child(kubeconfig: &Path, namespace: &str) -> anyhow::Result<()>
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .context("the kubeconfig")?;
-    let client = Client::try_from(config).context("the manager's client")?;
+    let client = api_client(config).context("the manager's client")?;
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let options = ControllerOptions {

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod acceptance;
+mod api_client;
 mod atproto_acceptance;
 mod atproto_requester;
 mod atproto_restarts;
