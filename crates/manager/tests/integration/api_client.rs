@@ -91,3 +91,30 @@ async fn watches_nobody_reads_do_not_stall_the_connection() {
     assert_eq!(listed.items.len(), CONFIG_MAPS);
     drop(unread);
 }
+
+/// A kubeconfig whose credentials come from an exec plugin keeps kube's own
+/// client (which dates the client by an exec certificate's expiry), over
+/// HTTP/1.1, and still reaches the server.
+#[tokio::test]
+async fn an_exec_plugin_keeps_kubes_own_client_and_connects() {
+    let server = TestServer::start().await.unwrap();
+    let credential = json!({
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": { "token": server.token() },
+    });
+    let mut config = server.config();
+    config.auth_info.token = None;
+    config.auth_info.exec = Some(
+        serde_json::from_value(json!({
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "sh",
+            "args": ["-c", format!("printf '%s' '{credential}'")],
+        }))
+        .unwrap(),
+    );
+    let client = api_client(config).unwrap();
+    assert_eq!(version_of(&client).await, Version::HTTP_11);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    config_maps.list(&Default::default()).await.unwrap();
+}
