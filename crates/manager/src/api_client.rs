@@ -24,8 +24,9 @@
 //!   pool never applies: it has no timer).
 //!
 //! Configurations this stack does not cover go to kube's own builder, over
-//! HTTP/1.1: a proxy, and a client certificate from an exec plugin (kube sets
-//! the client's expiry from it).
+//! HTTP/1.1: a proxy, and an exec plugin (when it hands out a client
+//! certificate, kube dates the client by the certificate's expiry). The one
+//! layer of kube's stack left out is its per-request `HTTP` debug span.
 
 use std::time::Duration;
 
