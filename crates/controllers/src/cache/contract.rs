@@ -41,8 +41,11 @@ use api::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
 
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
 use super::projection::{KeptMetadata, projection_of};
-use super::{CachedGuest, Labelled};
+use super::{CachedGuest, CachedReceipt, Labelled};
 use crate::requester::conditions::RELEASED;
 
 /// What the shared cache keeps of a ComputeContract. See the [module docs](self).
@@ -54,17 +57,22 @@ pub struct CachedContract {
     labels: ContractLabels,
     /// A digest of each of its ownerReferences ([`owner_digest`]).
     pub owners: Box<[u64]>,
-    /// Whether the Infra controller itself released it (its release carries
-    /// [`INFRA_RELEASED_ANNOTATION`]).
-    pub released_by_infra: bool,
     /// Its receipt: `status.receipt`, else the receipt annotation's (written
     /// first, so that a restart in between cannot lose it).
-    pub receipt: Option<Receipt>,
+    pub receipt: Option<CachedReceipt>,
     /// What is read of its spec.
     pub spec: CachedContractSpec,
     /// What is read of its status; `None` while it has none.
     pub status: Option<CachedContractStatus>,
 }
+
+/// The shared cache holds each contract as one allocation (an `Arc`'s 16
+/// bytes and this), which the allocator serves from a size class: mimalloc's
+/// are 512 and 640 bytes here, so a field that takes it past 496 costs 128
+/// bytes a contract (plan 0018 R7). What keeps it under: its receipt, its
+/// guest's address and node id each one boxed text, its machine shared, its
+/// rare labels boxed.
+const _: () = assert!(size_of::<CachedContract>() <= 496);
 
 /// A contract's labels as the cache keeps them.
 ///
@@ -78,8 +86,8 @@ enum ContractLabels {
     /// `hyphen` (a hyphen, when the Infra named it), and [`CONTRACT_LABEL`],
     /// the name after it.
     InName { hyphen: u16 },
-    /// Any others.
-    Kept(StringMap),
+    /// Any others (boxed: a contract the Infra named has none).
+    Kept(Box<StringMap>),
 }
 
 impl ContractLabels {
@@ -95,7 +103,7 @@ impl ContractLabels {
         {
             return Self::InName { hyphen };
         }
-        Self::Kept(labels)
+        Self::Kept(Box::new(labels))
     }
 
     /// The value of label `key` of the contract `name`.
@@ -119,10 +127,13 @@ impl ContractLabels {
 pub struct CachedContractSpec {
     /// `spec.release`.
     pub release: bool,
-    /// `spec.resources`: what the machine was rented with.
-    pub resources: Resources,
-    /// `spec.location`: where the machine was rented.
-    pub location: Location,
+    /// Whether the Infra controller itself released it (its release carries
+    /// [`INFRA_RELEASED_ANNOTATION`]). An annotation's, kept here beside the
+    /// release it marks.
+    pub released_by_infra: bool,
+    /// `spec.resources` and `spec.location`: the machine it was rented
+    /// with, shared by the contracts rented alike ([`Machine::shared`]).
+    pub machine: Arc<Machine>,
     /// `spec.adopt`: the guest it takes over.
     pub adopt: Option<Box<Receipt>>,
     /// [`spec_digest`] of the whole spec.
@@ -260,13 +271,12 @@ impl From<ComputeContract> for CachedContract {
             metadata,
             labels,
             owners,
-            released_by_infra: annotations.get(INFRA_RELEASED_ANNOTATION).is_some(),
-            receipt,
+            receipt: receipt.map(CachedReceipt::from),
             spec: CachedContractSpec {
                 release: spec.release,
+                released_by_infra: annotations.get(INFRA_RELEASED_ANNOTATION).is_some(),
                 digest: spec_digest(&spec),
-                resources: spec.resources,
-                location: spec.location,
+                machine: Machine::shared(spec.resources, spec.location),
                 adopt: spec.adopt,
             },
             status,
@@ -275,6 +285,44 @@ impl From<ComputeContract> for CachedContract {
 }
 
 projection_of!(CachedContract, ComputeContract);
+
+/// What a machine was rented with: a contract's `spec.resources` and
+/// `spec.location`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Machine {
+    /// `spec.resources`.
+    pub resources: Resources,
+    /// `spec.location`.
+    pub location: Location,
+}
+
+/// At most this many machines are shared; others are allocated apart.
+const MOST_SHARED_MACHINES: usize = 256;
+
+impl Machine {
+    /// The machine of `resources` at `location`, as one allocation shared
+    /// with every contract rented alike: a fleet rents a few shapes in a few
+    /// places, and each contract held 72 bytes and a string or two of them
+    /// (plan 0018 R7). The table holds at most [`MOST_SHARED_MACHINES`],
+    /// the first met, for the process's life.
+    pub fn shared(resources: Resources, location: Location) -> Arc<Self> {
+        static SHARED: LazyLock<Mutex<HashSet<Arc<Machine>>>> = LazyLock::new(Mutex::default);
+        let machine = Self {
+            resources,
+            location,
+        };
+        // The table stays consistent whatever panicked while holding it.
+        let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(machine) = shared.get(&machine) {
+            return Arc::clone(machine);
+        }
+        let machine = Arc::new(machine);
+        if shared.len() < MOST_SHARED_MACHINES {
+            shared.insert(Arc::clone(&machine));
+        }
+        machine
+    }
+}
 
 impl Labelled for CachedContract {
     fn label(&self, key: &str) -> Option<&str> {

@@ -61,6 +61,7 @@ pub mod join_secret;
 pub mod keep;
 mod labelled;
 pub(crate) mod projection;
+mod receipt;
 mod uid;
 
 use std::{
@@ -92,7 +93,7 @@ pub use claim::{
     CachedClaim, CachedClaimStatus, CachedCondition, find_cached_condition, set_cached_condition,
 };
 pub use claims::Claims;
-pub use contract::{CachedContract, CachedContractSpec, CachedContractStatus};
+pub use contract::{CachedContract, CachedContractSpec, CachedContractStatus, Machine};
 use decode::{Decoded, Lenient, Undecodable};
 pub use guest::CachedGuest;
 pub use index::Index;
@@ -102,6 +103,7 @@ pub use infra::CachedInfra;
 pub use join_secret::{CachedJoinSecret, JoinSecrets, WatchedJoinSecret};
 use keep::{Keep, Kept, KubeStore};
 pub use labelled::Labelled;
+pub use receipt::CachedReceipt;
 
 use crate::event_recorder::Recorder;
 use crate::metrics::Metrics;

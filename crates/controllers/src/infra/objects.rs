@@ -90,7 +90,7 @@ pub fn released_object(
 /// Whether the Infra controller itself released `contract` (its own
 /// release carries [`INFRA_RELEASED_ANNOTATION`]).
 pub(super) fn released_by_infra(contract: &CachedContract) -> bool {
-    contract.released_by_infra
+    contract.spec.released_by_infra
 }
 
 /// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
@@ -105,10 +105,11 @@ fn owner_reference(infra: &Infra) -> Option<OwnerReference> {
 /// `desired`: a rented machine does not change (the ComputeContract CRD
 /// refuses it too). Returns whether the entry asked for another one.
 pub(super) fn keep_machine(existing: &CachedContract, desired: &mut ComputeContract) -> bool {
-    let differs = desired.spec.resources != existing.spec.resources
-        || desired.spec.location != existing.spec.location;
-    desired.spec.resources = existing.spec.resources.clone();
-    desired.spec.location = existing.spec.location.clone();
+    let rented = &existing.spec.machine;
+    let differs =
+        desired.spec.resources != rented.resources || desired.spec.location != rented.location;
+    desired.spec.resources = rented.resources.clone();
+    desired.spec.location = rented.location.clone();
     differs
 }
 

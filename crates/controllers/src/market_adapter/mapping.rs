@@ -5,6 +5,7 @@ use api::{Receipt, Winner};
 use kube::ResourceExt;
 use market::{Bid, ContractKey, GuestInfo, RequestForProposal};
 
+use crate::cache::CachedReceipt;
 use crate::requester::WholeContract;
 
 /// The contract's key at the market: its namespace and name.
@@ -42,6 +43,15 @@ pub fn to_market(receipt: &Receipt) -> market::Receipt {
     market::Receipt {
         uri: receipt.uri.clone(),
         cid: receipt.cid.clone(),
+    }
+}
+
+/// A receipt as the shared cache keeps it, in the market's types.
+#[must_use]
+pub fn cached_to_market(receipt: &CachedReceipt) -> market::Receipt {
+    market::Receipt {
+        uri: receipt.uri().to_owned(),
+        cid: receipt.cid().to_owned(),
     }
 }
 

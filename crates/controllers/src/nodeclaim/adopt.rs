@@ -62,7 +62,7 @@ pub fn holders<'a>(
         let Some(entry) = contract.label(CONTRACT_LABEL) else {
             continue;
         };
-        let recorded = contract.receipt.as_ref().map(|r| r.uri.clone());
+        let recorded = contract.receipt.as_ref().map(|r| r.uri().to_owned());
         let adopting = contract
             .spec
             .adopt

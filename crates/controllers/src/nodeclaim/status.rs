@@ -227,7 +227,7 @@ fn composed_phase(contract: Option<&CachedContract>) -> NodeClaimPhase {
         Some(ComputeContractPhase::Deployed) => {
             let joined = status
                 .and_then(|s| s.guest.as_ref())
-                .is_some_and(|g| g.node_id.is_some());
+                .is_some_and(|g| g.node_id().is_some());
             if joined {
                 NodeClaimPhase::Joined
             } else {

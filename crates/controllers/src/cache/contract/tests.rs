@@ -56,29 +56,31 @@ fn it_keeps_what_the_readers_read() {
     assert_eq!(contract.phase(), Some(ComputeContractPhase::Deployed));
     let status = contract.status.as_ref().unwrap();
     assert_eq!(status.message.as_deref(), Some("on the network"));
-    assert_eq!(
-        status.guest.as_ref().and_then(|g| g.node_id.as_deref()),
-        Some("n-1")
-    );
+    assert_eq!(status.guest.as_ref().and_then(|g| g.node_id()), Some("n-1"));
     assert!(status.won);
     assert!(!status.retrying);
-    assert_eq!(contract.spec.resources.cpus, 2);
-    assert_eq!(contract.spec.location.country, "DE");
+    assert_eq!(contract.spec.machine.resources.cpus, 2);
+    assert_eq!(contract.spec.machine.location.country, "DE");
     assert!(!contract.spec.release);
-    assert!(!contract.released_by_infra);
+    assert!(!contract.spec.released_by_infra);
+}
+
+/// The receipt `contract` holds, as the API types hold it.
+fn held(contract: &CachedContract) -> Option<Receipt> {
+    contract.receipt.as_ref().map(CachedReceipt::receipt)
 }
 
 #[test]
 fn the_receipt_is_the_status_one_else_the_annotated_one() {
     let annotated_only = cached(contract_json());
-    assert_eq!(annotated_only.receipt, Some(receipt("g-1", "sha256:00")));
+    assert_eq!(held(&annotated_only), Some(receipt("g-1", "sha256:00")));
     assert!(!annotated_only.status.as_ref().unwrap().receipt_recorded);
 
     let mut json = contract_json();
     json["status"]["receipt"] = json!({"uri": "local://guests/g-2", "cid": "sha256:02"});
     let recorded = cached(json);
     assert_eq!(
-        recorded.receipt,
+        held(&recorded),
         Some(receipt("g-2", "sha256:02")),
         "the status's receipt wins over the annotation"
     );
@@ -88,7 +90,7 @@ fn the_receipt_is_the_status_one_else_the_annotated_one() {
     json.as_object_mut().unwrap().remove("status");
     let no_status = cached(json);
     assert_eq!(
-        no_status.receipt,
+        held(&no_status),
         Some(receipt("g-1", "sha256:00")),
         "a receipt annotated before any status was written is still held"
     );
@@ -127,7 +129,7 @@ fn a_release_by_the_infra_and_a_retried_rent_are_told() {
     json["metadata"]["annotations"][INFRA_RELEASED_ANNOTATION] = json!("true");
     json["spec"]["release"] = json!(true);
     let released = cached(json);
-    assert!(released.released_by_infra);
+    assert!(released.spec.released_by_infra);
     assert!(released.spec.release);
 
     let mut json = contract_json();

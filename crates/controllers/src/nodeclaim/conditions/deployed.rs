@@ -68,7 +68,7 @@ pub fn observe(
         );
     }
     if let Some(guest) = running_guest(status) {
-        let address = guest.address.as_deref().unwrap_or("(no address yet)");
+        let address = guest.address().unwrap_or("(no address yet)");
         let provider = guest.provider.as_str();
         return settled(
             ConditionStatus::True,

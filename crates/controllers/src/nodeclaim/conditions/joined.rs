@@ -55,7 +55,7 @@ pub fn observe(
     let Some(guest) = running_guest(status) else {
         return Verdict::settled(not_deployed(generation, &stamp));
     };
-    if let Some(id) = &guest.node_id {
+    if let Some(id) = guest.node_id() {
         return Verdict::settled(condition(
             JOINED,
             ConditionStatus::True,

@@ -23,14 +23,14 @@
 
 use std::sync::Arc;
 
-use api::{ComputeContractPhase as Phase, Receipt};
+use api::ComputeContractPhase as Phase;
 use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::reflector::ObjectRef;
 use market::{GuestStatus, MarketError};
 use tracing::{debug, warn};
 
-use crate::cache::CachedContract;
-use crate::market_adapter::mapping::to_market;
+use crate::cache::{CachedContract, CachedReceipt};
+use crate::market_adapter::mapping::cached_to_market;
 use crate::requester::Runtime;
 use crate::requester::markets::select_requester;
 
@@ -38,12 +38,12 @@ use crate::requester::markets::select_requester;
 /// registered, no release asked for. These are the contracts whose decide
 /// waits for a change instead of polling.
 #[must_use]
-pub fn watched_receipt(contract: &CachedContract) -> Option<&Receipt> {
+pub fn watched_receipt(contract: &CachedContract) -> Option<&CachedReceipt> {
     let status = contract.status.as_ref()?;
     let registered = status
         .guest
         .as_ref()
-        .is_some_and(|guest| guest.node_id.is_some());
+        .is_some_and(|guest| guest.node_id().is_some());
     let settled = status.phase == Some(Phase::Deployed)
         && registered
         && status.won
@@ -63,8 +63,7 @@ pub fn needs_look(contract: &CachedContract, answer: &Result<GuestStatus, Market
     let guest = contract.status.as_ref().and_then(|s| s.guest.as_ref());
     match answer {
         Ok(GuestStatus::NodeRegistered { address, node_id }) => guest.is_none_or(|guest| {
-            guest.node_id.as_deref() != Some(node_id.as_str())
-                || guest.address.as_deref() != address.as_deref()
+            guest.node_id() != Some(node_id.as_str()) || guest.address() != address.as_deref()
         }),
         Ok(_) => true,
         Err(error) => !error.is_retryable(),
@@ -177,7 +176,9 @@ where
     for chunk in deployed.chunks(per_call.max(1)) {
         let (contracts, receipts): (Vec<&Arc<CachedContract>>, Vec<market::Receipt>) = chunk
             .iter()
-            .filter_map(|contract| watched_receipt(contract).map(|r| (contract, to_market(r))))
+            .filter_map(|contract| {
+                watched_receipt(contract).map(|r| (contract, cached_to_market(r)))
+            })
             .unzip();
         if receipts.is_empty() {
             continue;
