@@ -118,9 +118,10 @@ pub struct Bid {
     /// The bid's record, for a market that publishes bids as records (the
     /// atproto market); `None` for the local market, and for a bid rebuilt
     /// from a status that kept only the bidder and price (the market then
-    /// finds the bidder's bid itself).
+    /// finds the bidder's bid itself). Boxed: the local market keeps a bid
+    /// in each of its 10,000 guests' agreements and never has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub record: Option<RecordRef>,
+    pub record: Option<Box<RecordRef>>,
 }
 
 impl Bid {

@@ -269,9 +269,9 @@ pub async fn check(shared: &Shared, record: &Record, rfp_uri: &str) -> Result<Bi
     Ok(Bid {
         bidder: author.did,
         price,
-        record: Some(RecordRef {
+        record: Some(Box::new(RecordRef {
             uri: record.uri.clone(),
             cid: record.cid.clone(),
-        }),
+        })),
     })
 }
