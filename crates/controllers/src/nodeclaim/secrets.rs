@@ -127,7 +127,7 @@ pub fn desired_join_secret(
         .map(|j| j.node_name.clone())
         .unwrap_or_default();
     let token = existing
-        .and_then(|s| s.token.clone())
+        .and_then(|s| s.token.as_deref().map(str::to_owned))
         .filter(|t| !t.is_empty());
     let desired = JoinSecret {
         name: entry.secret.secret_ref.name.clone(),
