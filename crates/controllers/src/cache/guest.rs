@@ -14,6 +14,8 @@
 
 use api::{Guest, Text};
 
+use super::packed::{pack, unpack};
+
 /// A guest as the caches keep it. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CachedGuest {
@@ -23,22 +25,22 @@ pub struct CachedGuest {
     network: Network,
 }
 
-/// A guest's `address` and `nodeId`, as `<which><address length>:<address><node id>`
-/// (`which`: `a` the address alone, `n` the node id alone, `b` both), or
-/// `None` without either: one allocation where two took 16 bytes more inline
-/// (plan 0018 R7), and a length prefix that reads back whatever they hold.
+/// A guest's `address` and `nodeId` packed in one text ([`pack`]) behind a tag
+/// of which it has (`a` the address alone, `n` the node id alone, `b` both),
+/// or `None` without either: one allocation where two took 16 bytes more
+/// inline (plan 0018 R7).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Network(Option<Box<str>>);
 
 impl Network {
-    fn new(address: Option<String>, node_id: Option<String>) -> Self {
-        let text = match (address, node_id) {
+    fn new(address: Option<&str>, node_id: Option<&str>) -> Self {
+        let packed = match (address, node_id) {
             (None, None) => return Self(None),
-            (Some(address), None) => format!("a{}:{address}", address.len()),
-            (None, Some(node_id)) => format!("n0:{node_id}"),
-            (Some(address), Some(node_id)) => format!("b{}:{address}{node_id}", address.len()),
+            (Some(address), None) => pack("a", address, ""),
+            (None, Some(node_id)) => pack("n", "", node_id),
+            (Some(address), Some(node_id)) => pack("b", address, node_id),
         };
-        Self(Some(text.into_boxed_str()))
+        Self(Some(packed))
     }
 
     /// The address and the node id.
@@ -47,11 +49,7 @@ impl Network {
             return (None, None);
         };
         let (which, rest) = text.split_at_checked(1).unwrap_or(("", text));
-        let (length, texts) = rest.split_once(':').unwrap_or(("0", rest));
-        // Made by `new`: the prefix is the address's length, at a char boundary.
-        let (address, node_id) = texts
-            .split_at_checked(length.parse().unwrap_or(0))
-            .unwrap_or(("", texts));
+        let (address, node_id) = unpack(rest);
         match which {
             "a" => (Some(address), None),
             "n" => (None, Some(node_id)),
@@ -83,7 +81,7 @@ impl From<Guest> for CachedGuest {
         } = guest;
         Self {
             provider: api::intern(&provider),
-            network: Network::new(address, node_id),
+            network: Network::new(address.as_deref(), node_id.as_deref()),
         }
     }
 }

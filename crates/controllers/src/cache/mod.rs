@@ -60,6 +60,7 @@ pub mod infra;
 pub mod join_secret;
 pub mod keep;
 mod labelled;
+mod packed;
 pub(crate) mod projection;
 mod receipt;
 mod uid;

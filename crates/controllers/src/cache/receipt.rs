@@ -8,18 +8,16 @@
 
 use api::Receipt;
 
-/// A receipt kept as `<uri length>:<uri><cid>`: the length prefix reads back
-/// whatever the texts hold.
+use super::packed::{pack, unpack};
+
+/// A receipt kept as its uri and cid packed in one text ([`pack`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CachedReceipt(Box<str>);
 
 impl CachedReceipt {
     /// The uri and the cid.
     fn parts(&self) -> (&str, &str) {
-        let (length, rest) = self.0.split_once(':').unwrap_or(("0", &self.0));
-        let length = length.parse().unwrap_or(0);
-        // Made by `From<Receipt>`: the prefix is the uri's length, at a char boundary.
-        rest.split_at_checked(length).unwrap_or(("", rest))
+        unpack(&self.0)
     }
 
     /// The receipt's `uri`.
@@ -47,8 +45,7 @@ impl CachedReceipt {
 
 impl From<Receipt> for CachedReceipt {
     fn from(receipt: Receipt) -> Self {
-        let Receipt { uri, cid } = receipt;
-        Self(format!("{}:{uri}{cid}", uri.len()).into_boxed_str())
+        Self(pack("", &receipt.uri, &receipt.cid))
     }
 }
 
