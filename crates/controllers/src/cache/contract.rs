@@ -33,6 +33,9 @@
 //!   exactly when their specs are (up to a 64-bit hash collision), and equal
 //!   [`spec_digest`] of the same spec built in this process.
 
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
 use api::names::{CONTRACT_LABEL, INFRA_NAME_LABEL, INFRA_RELEASED_ANNOTATION, RECEIPT_ANNOTATION};
 use api::{
     ComputeContract, ComputeContractPhase, ComputeContractSpec, ComputeContractStatus, Location,
@@ -40,9 +43,6 @@ use api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
-
-use std::collections::HashSet;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use super::projection::{KeptMetadata, projection_of};
 use super::{CachedGuest, CachedReceipt, Labelled};
