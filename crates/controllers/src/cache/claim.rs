@@ -36,6 +36,7 @@ use api::{
     NodeClaimStatus, Text,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 
 use super::projection::projection_of;
 
@@ -69,6 +70,11 @@ pub struct CachedClaimStatus {
 
 /// What the cache keeps of one condition: what decisions read, and a
 /// digest of the rest (its message and observed generation).
+///
+/// Its transition time is kept as seconds and nanoseconds apart: a `Time`
+/// is 16 bytes, 4 of them padding, and apart they leave the status that
+/// room. A condition is then 56 bytes, so a claim's four take the
+/// allocator's 224-byte class, not 256 (plan 0018 R7).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedCondition {
     /// `type`.
@@ -77,17 +83,56 @@ pub struct CachedCondition {
     pub status: ConditionStatus,
     /// `reason`.
     pub reason: Text,
-    /// `lastTransitionTime`.
-    pub last_transition_time: Time,
+    /// `lastTransitionTime`: its seconds since the epoch,
+    transition_second: i64,
+    /// and its nanoseconds past them.
+    transition_nanosecond: i32,
     /// [`rest_digest`] of its message and observed generation.
     pub rest: u64,
 }
 
+const _: () = assert!(size_of::<CachedCondition>() <= 56);
+
 impl CachedCondition {
+    /// The condition as kept, `rest` its [`rest_digest`].
+    #[must_use]
+    pub fn new(
+        type_: Text,
+        status: ConditionStatus,
+        reason: Text,
+        last_transition_time: &Time,
+        rest: u64,
+    ) -> Self {
+        Self {
+            type_,
+            status,
+            reason,
+            transition_second: last_transition_time.0.as_second(),
+            transition_nanosecond: last_transition_time.0.subsec_nanosecond(),
+            rest,
+        }
+    }
+
     /// Whether the condition's status is `True`.
     #[must_use]
     pub fn is_true(&self) -> bool {
         self.status == ConditionStatus::True
+    }
+
+    /// `lastTransitionTime`.
+    #[must_use]
+    pub fn last_transition_time(&self) -> Time {
+        // Both parts were read off a valid `Timestamp`, so it is one again.
+        Time(
+            Timestamp::new(self.transition_second, self.transition_nanosecond)
+                .unwrap_or(Timestamp::UNIX_EPOCH),
+        )
+    }
+
+    /// Takes `other`'s transition time.
+    fn keep_transition_time_of(&mut self, other: &Self) {
+        self.transition_second = other.transition_second;
+        self.transition_nanosecond = other.transition_nanosecond;
     }
 }
 
@@ -103,13 +148,13 @@ pub fn rest_digest(message: &str, observed_generation: Option<i64>) -> u64 {
 
 impl From<&Condition> for CachedCondition {
     fn from(condition: &Condition) -> Self {
-        Self {
-            type_: condition.type_.clone(),
-            status: condition.status,
-            reason: condition.reason.clone(),
-            last_transition_time: condition.last_transition_time.clone(),
-            rest: rest_digest(&condition.message, condition.observed_generation),
-        }
+        Self::new(
+            condition.type_.clone(),
+            condition.status,
+            condition.reason.clone(),
+            &condition.last_transition_time,
+            rest_digest(&condition.message, condition.observed_generation),
+        )
     }
 }
 
@@ -129,7 +174,7 @@ pub fn set_cached_condition(conditions: &mut Vec<CachedCondition>, mut new: Cach
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(existing) => {
             if existing.status == new.status {
-                new.last_transition_time = existing.last_transition_time.clone();
+                new.keep_transition_time_of(existing);
             }
             *existing = new;
         }

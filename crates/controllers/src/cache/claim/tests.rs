@@ -62,7 +62,7 @@ fn it_keeps_what_the_readers_read() {
     for (kept, condition) in status.conditions.iter().zip(&read.conditions) {
         assert_eq!(kept.status, condition.status);
         assert_eq!(kept.reason, condition.reason);
-        assert_eq!(kept.last_transition_time, condition.last_transition_time);
+        assert_eq!(kept.last_transition_time(), condition.last_transition_time);
         assert_eq!(
             kept.rest,
             rest_digest(&condition.message, condition.observed_generation)
@@ -115,7 +115,7 @@ fn a_condition_set_on_the_read_model_keeps_its_time_while_its_status_stays() {
     );
     assert_eq!(conditions.len(), 1);
     assert_eq!(
-        conditions[0].last_transition_time,
+        conditions[0].last_transition_time(),
         at("2026-12-05T04:00:00Z")
     );
     assert_eq!(conditions[0].rest, rest_digest("b", Some(1)));
@@ -129,7 +129,7 @@ fn a_condition_set_on_the_read_model_keeps_its_time_while_its_status_stays() {
         ),
     );
     assert_eq!(
-        conditions[0].last_transition_time,
+        conditions[0].last_transition_time(),
         at("2026-12-05T06:00:00Z")
     );
     let mut joined = condition(
@@ -144,4 +144,19 @@ fn a_condition_set_on_the_read_model_keeps_its_time_while_its_status_stays() {
         find_cached_condition(&conditions, "Joined").map(|c| &*c.reason),
         Some("NodeJoined")
     );
+}
+
+proptest::proptest! {
+    /// The transition time kept apart as seconds and nanoseconds reads back
+    /// as the time the condition had, before the epoch and after, to the
+    /// nanosecond.
+    #[test]
+    fn a_kept_condition_reads_back_its_transition_time(
+        second in -377_705_116_800_i64..=253_402_207_999,
+        nanosecond in 0_i32..1_000_000_000,
+    ) {
+        let time = Time(Timestamp::new(second, nanosecond).unwrap());
+        let condition = Condition::new("Deployed", ConditionStatus::True, "GuestRunning", "m", None, time.clone());
+        proptest::prop_assert_eq!(CachedCondition::from(&condition).last_transition_time(), time);
+    }
 }

@@ -107,15 +107,15 @@ fn claim(ns: &str, name: &str, cluster: &str, version: usize) -> CachedClaim {
             // The rest of a status in one version: each field is kept.
             phase: (version == 2).then_some(api::NodeClaimPhase::Joined),
             conditions: if version == 2 {
-                vec![crate::cache::CachedCondition {
-                    type_: "Joined".into(),
-                    status: api::ConditionStatus::True,
-                    reason: "NodeRegistered".into(),
-                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                        "2026-12-06T02:00:00Z".parse().unwrap(),
+                vec![crate::cache::CachedCondition::new(
+                    "Joined".into(),
+                    api::ConditionStatus::True,
+                    "NodeRegistered".into(),
+                    &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        "2026-12-06T02:00:00.25Z".parse().unwrap(),
                     ),
-                    rest: 7,
-                }]
+                    7,
+                )]
             } else {
                 Vec::new()
             },

@@ -80,7 +80,7 @@ pub fn observe(
         // The start is kept from the previous condition when it already said unreachable.
         let start = previous
             .filter(|c| c.reason == reason::GUEST_UNREACHABLE)
-            .map_or(now, |c| from_time(&c.last_transition_time));
+            .map_or(now, |c| from_time(&c.last_transition_time()));
         let due = start + Duration::seconds(i64::from(loss_grace));
         let what = match phase {
             Some(p) => format!("the contract is {p:?} and reports no running guest"),

@@ -70,7 +70,7 @@ pub fn observe(
         // The start is kept from the previous condition when it already said lost.
         let start = previous
             .filter(|c| c.reason == reason::NODE_LOST)
-            .map_or(now, |c| from_time(&c.last_transition_time));
+            .map_or(now, |c| from_time(&c.last_transition_time()));
         let due = start + Duration::seconds(i64::from(graces.loss));
         if now >= due {
             let message = format!(
@@ -118,10 +118,11 @@ pub fn deployed_since(
     if !current.is_true() {
         return None;
     }
-    let since = previous
-        .filter(|c| c.is_true())
-        .map_or(&current.last_transition_time, |c| &c.last_transition_time);
-    Some(from_time(since))
+    let since = previous.filter(|c| c.is_true()).map_or_else(
+        || current.last_transition_time.clone(),
+        CachedCondition::last_transition_time,
+    );
+    Some(from_time(&since))
 }
 
 /// When a running guest's grant to join expires: Deployed + joinGraceSeconds.
