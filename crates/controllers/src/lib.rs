@@ -20,6 +20,7 @@ pub mod market_adapter;
 pub mod message;
 pub mod metrics;
 pub mod nodeclaim;
+pub mod object_uid;
 pub mod own_writes;
 pub mod reconciler;
 pub mod record;

@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use kube::Resource;
+use crate::object_uid::ObjectUid;
 
 /// Objects recorded at most; past it the record starts over.
 pub const MOST_OBJECTS: usize = 4096;
@@ -53,36 +53,37 @@ pub struct OwnWrites {
 impl OwnWrites {
     /// This controller wrote `written` over the version `read` (as
     /// [`crate::write::Seen`] or a cached copy had it).
-    pub fn wrote<K: Resource>(&self, read_version: Option<&str>, written: &K) {
-        let (Some(uid), Some(read)) = (written.meta().uid.as_deref(), read_version) else {
+    pub fn wrote<K: ObjectUid>(&self, read_version: Option<&str>, written: &K) {
+        let (Some(uid), Some(read)) = (written.object_uid(), read_version) else {
             return;
         };
         if written.meta().resource_version.as_deref() == Some(read) {
             return;
         }
         let mut records = self.lock();
-        if records.len() >= MOST_OBJECTS && !records.contains_key(uid) {
+        if records.len() >= MOST_OBJECTS && !records.contains_key(&uid) {
             records.clear();
         }
-        let record = records.entry(uid.to_owned()).or_default();
+        let record = records.entry(uid).or_default();
         record.replaced.insert(read.to_owned());
         record.written.clone_from(&written.meta().resource_version);
     }
 
     /// Whether `cached` is a version one of this controller's writes already
     /// replaced (the cache has not caught up). Forgets the object once it is not.
-    pub fn is_behind<K: Resource>(&self, cached: &K) -> bool {
-        let meta = cached.meta();
-        let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref())
-        else {
+    pub fn is_behind<K: ObjectUid>(&self, cached: &K) -> bool {
+        let (Some(uid), Some(version)) = (
+            cached.object_uid(),
+            cached.meta().resource_version.as_deref(),
+        ) else {
             return false;
         };
         let mut records = self.lock();
         let behind = records
-            .get(uid)
+            .get(&uid)
             .is_some_and(|record| record.replaced.contains(version));
         if !behind {
-            records.remove(uid);
+            records.remove(&uid);
         }
         behind
     }
@@ -94,18 +95,19 @@ impl OwnWrites {
     /// object again would decide the same (or wait for the cache, from a
     /// replaced one). The event of the last write forgets the object; another
     /// writer's version is never taken for one (equality only).
-    pub fn is_own_event<K: Resource>(&self, object: &K) -> bool {
-        let meta = object.meta();
-        let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref())
-        else {
+    pub fn is_own_event<K: ObjectUid>(&self, object: &K) -> bool {
+        let (Some(uid), Some(version)) = (
+            object.object_uid(),
+            object.meta().resource_version.as_deref(),
+        ) else {
             return false;
         };
         let mut records = self.lock();
-        let Some(record) = records.get(uid) else {
+        let Some(record) = records.get(&uid) else {
             return false;
         };
         if record.written.as_deref() == Some(version) {
-            records.remove(uid);
+            records.remove(&uid);
             return true;
         }
         record.replaced.contains(version)

@@ -43,6 +43,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::cache::decode;
+use crate::object_uid::ObjectUid;
 use crate::{Error, Result};
 
 /// An object as a reconcile read it: what a write addresses and is guarded by.
@@ -63,11 +64,11 @@ pub struct Seen {
 impl Seen {
     /// `object` as it was read.
     #[must_use]
-    pub fn of<K: ResourceExt>(object: &K) -> Self {
+    pub fn of<K: ResourceExt + ObjectUid>(object: &K) -> Self {
         Self {
             namespace: object.namespace().unwrap_or_default(),
             name: object.name_any(),
-            uid: object.uid(),
+            uid: object.object_uid(),
             resource_version: object.resource_version(),
             finalizers: object.finalizers().to_vec(),
         }

@@ -23,12 +23,15 @@
 //!   the whole contract is.
 //! - [`Labelled::label`] reads each label as the contract has it; the
 //!   Infra's two are read off the name when they make it up
-//!   (`ContractLabels`).
-//! - `metadata` keeps the name, namespace, uid, resourceVersion, generation,
-//!   deletionTimestamp and finalizers; `metadata.labels`, `annotations`,
-//!   `ownerReferences`, `creationTimestamp` and `managedFields` are always
-//!   `None` (labels are read through [`Labelled`], owners through
-//!   [`CachedContract::owned_by`]).
+//!   (`infra_label_split`).
+//! - [`CachedContract::uid`] is the contract's uid. `metadata` keeps the
+//!   name, namespace, resourceVersion, generation, deletionTimestamp and
+//!   finalizers, and the uid only when it is not a UUID (a UUID is kept in
+//!   16 bytes beside it, so that kube-runtime's store key does not copy it
+//!   either); `metadata.labels`, `annotations`, `ownerReferences`,
+//!   `creationTimestamp` and `managedFields` are always `None` (labels are
+//!   read through [`Labelled`], owners through [`CachedContract::owned_by`]).
+//!   Generic code reads the uid through [`crate::object_uid::ObjectUid`].
 //! - [`CachedContractSpec::digest`] of two decoded contracts are equal
 //!   exactly when their specs are (up to a 64-bit hash collision), and equal
 //!   [`spec_digest`] of the same spec built in this process.
@@ -45,18 +48,27 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Serialize;
 
 use super::projection::{KeptMetadata, projection_of};
+use super::uid::KeptUid;
 use super::{CachedGuest, CachedReceipt, Labelled};
 use crate::requester::conditions::RELEASED;
 
 /// What the shared cache keeps of a ComputeContract. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedContract {
-    /// Its metadata, less labels, annotations, ownerReferences, creation time and managed fields.
-    pub metadata: ObjectMeta,
-    /// Its labels (read through [`Labelled`]).
-    labels: ContractLabels,
-    /// A digest of each of its ownerReferences ([`owner_digest`]).
-    pub owners: Box<[u64]>,
+    /// Its metadata, less labels, annotations, ownerReferences, creation
+    /// time and managed fields, and less its uid when that is a UUID (kept
+    /// in `uid`). Read through [`kube::Resource::meta`] and the methods
+    /// below; private so that nothing reads the uid where it is not.
+    metadata: ObjectMeta,
+    /// Its uid's 16 bytes when `uid_packed` (a UUID, as the API server
+    /// makes every uid). Not in `metadata`, it is not in kube-runtime's
+    /// store key either: two 40-byte strings a contract (plan 0018 R9).
+    uid: [u8; 16],
+    /// The digest of its one ownerReference ([`owner_digest`]), unless
+    /// `rare` holds its owners.
+    owner: u64,
+    /// What few contracts have, boxed ([`Rare`]).
+    rare: Option<Box<Rare>>,
     /// Its receipt: `status.receipt`, else the receipt annotation's (written
     /// first, so that a restart in between cannot lose it).
     pub receipt: Option<CachedReceipt>,
@@ -64,62 +76,49 @@ pub struct CachedContract {
     pub spec: CachedContractSpec,
     /// What is read of its status; `None` while it has none.
     pub status: Option<CachedContractStatus>,
+    /// Where its name splits into the Infra's two labels, unless `rare`
+    /// holds its labels ([`infra_label_split`]).
+    labels_split: Option<u16>,
+    /// Whether `uid` holds its uid.
+    uid_packed: bool,
 }
 
 /// The shared cache holds each contract as one allocation (an `Arc`'s 16
 /// bytes and this), which the allocator serves from a size class: mimalloc's
 /// are 512 and 640 bytes here, so a field that takes it past 496 costs 128
 /// bytes a contract (plan 0018 R7). What keeps it under: its receipt, its
-/// guest's address and node id each one boxed text, its machine shared, its
-/// rare labels boxed.
+/// guest's address and node id each one boxed text, its machine shared,
+/// what is rare boxed, its labels read off its name.
 const _: () = assert!(size_of::<CachedContract>() <= 496);
 
-/// A contract's labels as the cache keeps them.
-///
-/// The Infra controller labels each contract `<infra>-<entry>` with its
-/// Infra's name and its entry's, and nothing else: those two are read off
-/// the contract's name (no map, no copies: 168 bytes a contract). Any other
-/// labels (a contract written by hand) are kept as they came.
-#[derive(Clone, Debug, PartialEq)]
-enum ContractLabels {
-    /// Exactly [`INFRA_NAME_LABEL`], the name up to the character at
-    /// `hyphen` (a hyphen, when the Infra named it), and [`CONTRACT_LABEL`],
-    /// the name after it.
-    InName { hyphen: u16 },
-    /// Any others (boxed: a contract the Infra named has none).
-    Kept(Box<StringMap>),
+/// What few contracts have, kept in one box beside the rest: a contract the
+/// Infra controller wrote has its two labels in its name, exactly one owner
+/// (its Infra) and, unless a claim adopts a guest, no `spec.adopt`.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Rare {
+    /// Its labels, when they are not the Infra's two read off its name
+    /// (a contract written by hand).
+    labels: Option<StringMap>,
+    /// A digest of each of its ownerReferences, when it has not exactly one.
+    owners: Option<Box<[u64]>>,
+    /// `spec.adopt`: the guest it takes over.
+    adopt: Option<Receipt>,
 }
 
-impl ContractLabels {
-    /// `labels` of the contract `name`, as kept.
-    fn new(labels: StringMap, name: &str) -> Self {
-        if labels.len() == 2
-            && let (Some(infra), Some(entry)) =
-                (labels.get(INFRA_NAME_LABEL), labels.get(CONTRACT_LABEL))
-            && name.len() == infra.len() + 1 + entry.len()
-            && name.starts_with(infra)
-            && name.ends_with(entry)
-            && let Ok(hyphen) = u16::try_from(infra.len())
-        {
-            return Self::InName { hyphen };
-        }
-        Self::Kept(Box::new(labels))
-    }
-
-    /// The value of label `key` of the contract `name`.
-    fn get<'a>(&'a self, key: &str, name: &'a str) -> Option<&'a str> {
-        match self {
-            Self::Kept(labels) => labels.get(key),
-            Self::InName { hyphen } => {
-                let hyphen = usize::from(*hyphen);
-                match key {
-                    INFRA_NAME_LABEL => name.get(..hyphen),
-                    CONTRACT_LABEL => name.get(hyphen + 1..),
-                    _ => None,
-                }
-            }
-        }
-    }
+/// Where the contract `name` splits into the Infra controller's two labels,
+/// when `labels` are exactly those (the Infra labels each contract
+/// `<infra>-<entry>` with its Infra's name and its entry's): the name up to
+/// the character at the split is [`INFRA_NAME_LABEL`], the name after it
+/// [`CONTRACT_LABEL`]. Read off the name, they take no map and no copies
+/// (168 bytes a contract).
+fn infra_label_split(labels: &StringMap, name: &str) -> Option<u16> {
+    let (infra, entry) = (labels.get(INFRA_NAME_LABEL)?, labels.get(CONTRACT_LABEL)?);
+    (labels.len() == 2
+        && name.len() == infra.len() + 1 + entry.len()
+        && name.starts_with(infra)
+        && name.ends_with(entry))
+    .then(|| u16::try_from(infra.len()).ok())
+    .flatten()
 }
 
 /// What the cache keeps of a contract's spec.
@@ -134,8 +133,6 @@ pub struct CachedContractSpec {
     /// `spec.resources` and `spec.location`: the machine it was rented
     /// with, shared by the contracts rented alike ([`Machine::shared`]).
     pub machine: Arc<Machine>,
-    /// `spec.adopt`: the guest it takes over.
-    pub adopt: Option<Box<Receipt>>,
     /// [`spec_digest`] of the whole spec.
     pub digest: u64,
 }
@@ -180,7 +177,46 @@ impl CachedContract {
     /// Whether one of its ownerReferences is `owner`.
     #[must_use]
     pub fn owned_by(&self, owner: &OwnerReference) -> bool {
-        self.owners.contains(&owner_digest(owner))
+        let digest = owner_digest(owner);
+        match self.rare.as_ref().and_then(|rare| rare.owners.as_ref()) {
+            Some(owners) => owners.contains(&digest),
+            None => self.owner == digest,
+        }
+    }
+
+    /// Its uid. Shadows `ResourceExt::uid`, which reads only the metadata;
+    /// generic code reads it through [`ObjectUid`](crate::object_uid::ObjectUid).
+    #[must_use]
+    pub fn uid(&self) -> Option<String> {
+        if self.uid_packed {
+            Some(KeptUid::Uuid(self.uid).to_string())
+        } else {
+            self.metadata.uid.clone()
+        }
+    }
+
+    /// `metadata.name`.
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.metadata.name.as_deref()
+    }
+
+    /// `metadata.resourceVersion`.
+    #[must_use]
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+
+    /// Whether it is being deleted (`metadata.deletionTimestamp` is set).
+    #[must_use]
+    pub fn is_deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// `spec.adopt`: the guest it takes over.
+    #[must_use]
+    pub fn adopt(&self) -> Option<&Receipt> {
+        self.rare.as_ref().and_then(|rare| rare.adopt.as_ref())
     }
 }
 
@@ -224,7 +260,7 @@ impl From<ComputeContract> for CachedContract {
             spec,
             status,
         } = contract;
-        let owners = metadata
+        let owners: Box<[u64]> = metadata
             .owner_references
             .take()
             .unwrap_or_default()
@@ -232,10 +268,17 @@ impl From<ComputeContract> for CachedContract {
             .map(owner_digest)
             .collect();
         let KeptMetadata {
-            metadata,
+            mut metadata,
             labels,
             annotations,
         } = metadata.into();
+        let (uid, uid_packed) = match metadata.uid.take().map(KeptUid::from) {
+            Some(KeptUid::Uuid(uid)) => (uid, true),
+            other => {
+                metadata.uid = other.map(|uid| uid.to_string());
+                ([0; 16], false)
+            }
+        };
         let mut receipt = None;
         let status = status.map(|status| {
             let ComputeContractStatus {
@@ -266,20 +309,32 @@ impl From<ComputeContract> for CachedContract {
                 .get(RECEIPT_ANNOTATION)
                 .and_then(|json| serde_json::from_str::<Receipt>(json).ok())
         });
-        let labels = ContractLabels::new(labels, metadata.name.as_deref().unwrap_or_default());
+        let labels_split = infra_label_split(&labels, metadata.name.as_deref().unwrap_or_default());
+        let (owner, owners) = match *owners {
+            [owner] => (owner, None),
+            _ => (0, Some(owners)),
+        };
+        let digest = spec_digest(&spec);
+        let rare = Rare {
+            labels: (labels_split.is_none() && !labels.is_empty()).then_some(labels),
+            owners,
+            adopt: spec.adopt.map(|adopt| *adopt),
+        };
         Self {
             metadata,
-            labels,
-            owners,
+            uid,
+            owner,
+            rare: (rare != Rare::default()).then(|| Box::new(rare)),
             receipt: receipt.map(CachedReceipt::from),
             spec: CachedContractSpec {
                 release: spec.release,
                 released_by_infra: annotations.get(INFRA_RELEASED_ANNOTATION).is_some(),
-                digest: spec_digest(&spec),
+                digest,
                 machine: Machine::shared(spec.resources, spec.location),
-                adopt: spec.adopt,
             },
             status,
+            labels_split,
+            uid_packed,
         }
     }
 }
@@ -326,8 +381,16 @@ impl Machine {
 
 impl Labelled for CachedContract {
     fn label(&self, key: &str) -> Option<&str> {
+        if let Some(labels) = self.rare.as_ref().and_then(|rare| rare.labels.as_ref()) {
+            return labels.get(key);
+        }
         let name = self.metadata.name.as_deref().unwrap_or_default();
-        self.labels.get(key, name)
+        let split = usize::from(self.labels_split?);
+        match key {
+            INFRA_NAME_LABEL => name.get(..split),
+            CONTRACT_LABEL => name.get(split + 1..),
+            _ => None,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use api::{ComputeContractPhase, names};
+use kube::Resource as _;
 use kube::runtime::reflector::ObjectRef;
 
 use super::{CachedContract, Index, Labelled};
@@ -27,7 +28,7 @@ impl Indexes {
             contracts_by_infra: Arc::new(Index::new(infra_label::<CachedContract>)),
             contracts_by_phase: Arc::new(Index::new(|contract: &CachedContract| {
                 Some((
-                    contract.metadata.namespace.clone().unwrap_or_default(),
+                    contract.meta().namespace.clone().unwrap_or_default(),
                     contract.status.as_ref().and_then(|s| s.phase),
                 ))
             })),

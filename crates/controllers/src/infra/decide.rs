@@ -199,7 +199,7 @@ pub fn decide(observed: &Observed<'_>) -> InfraPlan {
         .iter()
         .filter_map(|c| {
             let name = c.metadata.name.as_deref()?;
-            let version = cached.get(name)?.metadata.resource_version.clone()?;
+            let version = cached.get(name)?.resource_version()?.to_owned();
             Some((name.to_owned(), version))
         })
         .collect();
@@ -458,7 +458,7 @@ pub fn decide_deleting(observed_input: &Observed<'_>) -> InfraPlan {
             .all(|c| phase(c) == Some(ComputeContractPhase::Released));
     if all_released {
         for (object_name, existing) in &observed {
-            if existing.metadata.deletion_timestamp.is_none() {
+            if !existing.is_deleting() {
                 plan.delete.push(deletion(existing, object_name));
             }
         }
@@ -491,26 +491,20 @@ fn retry_unreadable(plan: &mut InfraPlan, unreadable: &BTreeSet<String>) {
 
 /// Looks again soon while a delete is sent or a deleted contract is still cached.
 fn settle_deletions(plan: &mut InfraPlan, observed: &BTreeMap<&str, &CachedContract>) {
-    if !plan.delete.is_empty()
-        || observed
-            .values()
-            .any(|c| c.metadata.deletion_timestamp.is_some())
-    {
+    if !plan.delete.is_empty() || observed.values().any(|c| c.is_deleting()) {
         plan.requeue = Some(DELETION_SETTLE);
     }
 }
 
 /// Releases `existing` if it is not yet released; deletes it once Released.
 fn release_or_delete(existing: &CachedContract, entry: &str, plan: &mut InfraPlan) {
-    let object_name = existing.metadata.name.clone().unwrap_or_default();
+    let object_name = existing.name().unwrap_or_default().to_owned();
     if !existing.spec.release {
         plan.release.push(Release {
             name: object_name,
             entry: entry.to_owned(),
         });
-    } else if phase(existing) == Some(ComputeContractPhase::Released)
-        && existing.metadata.deletion_timestamp.is_none()
-    {
+    } else if phase(existing) == Some(ComputeContractPhase::Released) && !existing.is_deleting() {
         plan.delete.push(deletion(existing, &object_name));
     }
 }
@@ -518,8 +512,8 @@ fn release_or_delete(existing: &CachedContract, entry: &str, plan: &mut InfraPla
 fn deletion(existing: &CachedContract, object_name: &str) -> Deletion {
     Deletion {
         name: object_name.to_owned(),
-        uid: existing.metadata.uid.clone(),
-        resource_version: existing.metadata.resource_version.clone(),
+        uid: existing.uid(),
+        resource_version: existing.resource_version().map(str::to_owned),
     }
 }
 

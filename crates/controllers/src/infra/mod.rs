@@ -43,7 +43,7 @@ use api::{AtprotoRecord, Infra};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource as _, ResourceExt};
 
 use crate::cache::{
     CacheReadiness, CachedClaim, CachedContract, CachedInfra, Claims, Indexes, Labelled,
@@ -110,7 +110,7 @@ impl Shell for Reconciler {
 /// The Infra a contract belongs to: the one its Infra label names, in its namespace.
 fn infra_of_contract(contract: Arc<CachedContract>) -> Option<ObjectRef<CachedInfra>> {
     let name = contract.label(api::names::INFRA_NAME_LABEL)?;
-    let namespace = contract.metadata.namespace.as_deref()?;
+    let namespace = contract.meta().namespace.as_deref()?;
     Some(ObjectRef::new(name).within(namespace))
 }
 
@@ -373,9 +373,9 @@ fn marked_as_own_deletes_left_them(
         .into_iter()
         .map(|contract| {
             // Asked of every copy, so a record the cache caught up with is forgotten.
-            if own_deletes.is_behind(&*contract) && contract.metadata.deletion_timestamp.is_none() {
+            if own_deletes.is_behind(&*contract) && !contract.is_deleting() {
                 let mut marked = (*contract).clone();
-                marked.metadata.deletion_timestamp = Some(crate::time::to_time(now));
+                marked.meta_mut().deletion_timestamp = Some(crate::time::to_time(now));
                 Arc::new(marked)
             } else {
                 contract
@@ -462,7 +462,7 @@ mod tests {
         let own = crate::own_writes::OwnWrites::default();
         // The delete of a-1 at version 5 left it marked at version 6 (its finalizer keeps it).
         let mut marked = (*at("a", "a-1", "6")).clone();
-        marked.metadata.deletion_timestamp = Some(crate::time::to_time(chrono::Utc::now()));
+        marked.meta_mut().deletion_timestamp = Some(crate::time::to_time(chrono::Utc::now()));
         own.wrote(Some("5"), &marked);
         let now = chrono::Utc::now();
 
@@ -472,17 +472,14 @@ mod tests {
             now,
         );
         assert!(
-            seen[0].metadata.deletion_timestamp.is_some(),
+            seen[0].is_deleting(),
             "the copy from before the delete is taken as deleted: not deleted again"
         );
-        assert!(
-            seen[1].metadata.deletion_timestamp.is_none(),
-            "another contract"
-        );
+        assert!(!seen[1].is_deleting(), "another contract");
 
         // Once the cache shows the mark, the record is forgotten.
         let caught_up = marked_as_own_deletes_left_them(vec![Arc::new(marked)], &own, now);
-        assert!(caught_up[0].metadata.deletion_timestamp.is_some());
+        assert!(caught_up[0].is_deleting());
         assert!(!own.is_behind(&*at("a", "a-1", "5")), "forgotten");
     }
 }

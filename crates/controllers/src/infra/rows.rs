@@ -96,7 +96,7 @@ pub(super) fn push_row(
 
 /// Whether nobody has released `contract` yet (no release, no delete).
 pub(super) fn is_unreleased(contract: &CachedContract) -> bool {
-    !contract.spec.release && contract.metadata.deletion_timestamp.is_none()
+    !contract.spec.release && !contract.is_deleting()
 }
 
 pub(super) fn row(
@@ -130,7 +130,7 @@ pub(super) fn entry_of(infra_name: &str, contract: &CachedContract, object_name:
 pub(super) fn by_name(contracts: &[Arc<CachedContract>]) -> BTreeMap<&str, &CachedContract> {
     contracts
         .iter()
-        .filter_map(|c| Some((c.metadata.name.as_deref()?, c.as_ref())))
+        .filter_map(|c| Some((c.name()?, c.as_ref())))
         .collect()
 }
 

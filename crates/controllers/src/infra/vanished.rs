@@ -62,7 +62,7 @@ impl Vanished {
         let mut deleting = self.lock();
         for contract in contracts {
             let key = key(namespace, &contract.name_any());
-            let going = contract.metadata.deletion_timestamp.is_some()
+            let going = contract.is_deleting()
                 || contract.status.as_ref().and_then(|s| s.phase)
                     == Some(ComputeContractPhase::Released);
             match (going, contract.uid()) {

@@ -64,9 +64,7 @@ pub fn holders<'a>(
         };
         let recorded = contract.receipt.as_ref().map(|r| r.uri().to_owned());
         let adopting = contract
-            .spec
-            .adopt
-            .as_ref()
+            .adopt()
             .filter(|_| !phase.is_some_and(ComputeContractPhase::is_finished))
             .map(|r| r.uri.clone());
         let held = [recorded, adopting]

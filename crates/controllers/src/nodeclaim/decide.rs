@@ -39,6 +39,7 @@ use super::secrets::{JoinSecret, desired_join_secret};
 use super::status::{self, ClaimView, Outcome};
 use super::status_write::StatusWrite;
 use crate::cache::{CachedClaim, CachedContract, CachedJoinSecret, Labelled};
+use crate::object_uid::ObjectUid;
 use crate::time::earliest;
 use crate::write::Seen;
 
@@ -556,7 +557,7 @@ fn has_finalizer(finalizers: &[String], finalizer: &str) -> bool {
     finalizers.iter().any(|f| f == finalizer)
 }
 
-fn finalizer_change<K: ResourceExt>(object: &K) -> FinalizerChange {
+fn finalizer_change<K: ResourceExt + ObjectUid>(object: &K) -> FinalizerChange {
     Seen::of(object)
 }
 

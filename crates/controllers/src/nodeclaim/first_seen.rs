@@ -53,7 +53,7 @@ fn step(claim: &CachedClaim, contract: Option<&CachedContract>) -> Option<u8> {
     Some(match contract {
         None => 4,
         Some(c)
-            if c.metadata.deletion_timestamp.is_some()
+            if c.is_deleting()
                 || c.status.as_ref().and_then(|s| s.phase)
                     == Some(ComputeContractPhase::Released) =>
         {

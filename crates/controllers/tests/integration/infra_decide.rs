@@ -405,7 +405,7 @@ fn the_contracts_the_status_lists_but_the_cache_lacks_are_named_for_a_direct_rea
     world.reconcile();
     world.reconcile();
     let mut cache = world.observed();
-    cache.retain(|c| c.metadata.name.as_deref() != Some(cc_name("node-b").as_str()));
+    cache.retain(|c| c.name() != Some(cc_name("node-b").as_str()));
     assert_eq!(
         unseen_contracts(&world.infra, &cache),
         vec![cc_name("node-b")]

@@ -36,7 +36,7 @@ fn it_keeps_what_the_readers_read() {
     let contract = cached(contract_json());
     assert_eq!(contract.label(CONTRACT_LABEL), Some("node-1"));
     assert_eq!(contract.label(INFRA_NAME_LABEL), Some("nodes-a"));
-    assert_eq!(contract.metadata.uid.as_deref(), Some("u1"));
+    assert_eq!(contract.uid().as_deref(), Some("u1"));
     assert_eq!(contract.metadata.resource_version.as_deref(), Some("59"));
     assert_eq!(contract.metadata.finalizers.as_ref().map(Vec::len), Some(1));
     for (field, absent) in [
@@ -124,6 +124,73 @@ fn it_knows_its_owners_by_digest() {
 }
 
 #[test]
+fn it_knows_its_owners_however_many_it_has() {
+    let whole: ComputeContract = serde_json::from_value(contract_json()).unwrap();
+    let owner = whole.metadata.owner_references.unwrap().remove(0);
+    let second = OwnerReference {
+        uid: "u9".to_owned(),
+        ..owner.clone()
+    };
+    let mut json = contract_json();
+    json["metadata"]["ownerReferences"] = serde_json::to_value([&owner, &second]).unwrap();
+    let both = cached(json.clone());
+    assert!(both.owned_by(&owner) && both.owned_by(&second));
+    json["metadata"]["ownerReferences"] = json!([]);
+    let none = cached(json);
+    assert!(!none.owned_by(&owner));
+    assert!(
+        cached(contract_json()).rare.is_none(),
+        "one owner, the Infra's two labels and no adoption take no box"
+    );
+}
+
+#[test]
+fn its_adoption_is_read_back() {
+    let mut json = contract_json();
+    let guest = receipt("g-7", "c-7");
+    json["spec"]["adopt"] = serde_json::to_value(&guest).unwrap();
+    assert_eq!(cached(json).adopt(), Some(&guest));
+    assert_eq!(cached(contract_json()).adopt(), None);
+}
+
+/// What the API server makes every uid: a UUID in lowercase text.
+const UUID: &str = "0f8e2c7a-5b1d-4e3f-9a6b-1c2d3e4f5a6b";
+
+#[test]
+fn a_uuid_is_kept_apart_from_the_metadata_and_out_of_the_store_key() {
+    let mut json = contract_json();
+    json["metadata"]["uid"] = UUID.into();
+    let contract = cached(json);
+    assert_eq!(contract.uid().as_deref(), Some(UUID));
+    assert_eq!(
+        crate::object_uid::ObjectUid::object_uid(&contract).as_deref(),
+        Some(UUID)
+    );
+    assert_eq!(crate::write::Seen::of(&contract).uid.as_deref(), Some(UUID));
+    assert_eq!(kube::Resource::meta(&contract).uid, None);
+    let key = kube::runtime::reflector::ObjectRef::from_obj(&contract);
+    assert_eq!(
+        key.extra.uid, None,
+        "kube-runtime's store key copies no uid"
+    );
+    assert_eq!(key.extra.resource_version.as_deref(), Some("59"));
+}
+
+#[test]
+fn any_other_uid_stays_in_the_metadata_as_it_came() {
+    for uid in ["u1", &UUID.to_uppercase(), &UUID[1..]] {
+        let mut json = contract_json();
+        json["metadata"]["uid"] = uid.into();
+        let contract = cached(json);
+        assert_eq!(contract.uid().as_deref(), Some(uid));
+        assert_eq!(kube::Resource::meta(&contract).uid.as_deref(), Some(uid));
+    }
+    let mut json = contract_json();
+    json["metadata"].as_object_mut().unwrap().remove("uid");
+    assert_eq!(cached(json).uid(), None);
+}
+
+#[test]
 fn a_release_by_the_infra_and_a_retried_rent_are_told() {
     let mut json = contract_json();
     json["metadata"]["annotations"][INFRA_RELEASED_ANNOTATION] = json!("true");
@@ -183,10 +250,8 @@ mod labels {
         let mut json = contract_json();
         json["metadata"]["name"] = "nodes-a-node-1".into();
         let contract = cached(json);
-        assert!(matches!(
-            contract.labels,
-            ContractLabels::InName { hyphen: 7 }
-        ));
+        assert_eq!(contract.labels_split, Some(7));
+        assert!(contract.rare.is_none(), "no map kept for them");
         assert_eq!(contract.label(INFRA_NAME_LABEL), Some("nodes-a"));
         assert_eq!(contract.label(CONTRACT_LABEL), Some("node-1"));
     }

@@ -48,7 +48,7 @@ pub fn watched_receipt(contract: &CachedContract) -> Option<&CachedReceipt> {
         && registered
         && status.won
         && !contract.spec.release
-        && contract.metadata.deletion_timestamp.is_none();
+        && !contract.is_deleting();
     settled.then_some(contract.receipt.as_ref()).flatten()
 }
 

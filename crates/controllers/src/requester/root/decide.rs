@@ -199,7 +199,7 @@ pub fn deleting(inputs: DeletingInputs<'_>) -> DeletePlan<'_> {
             .contracts
             .iter()
             .map(AsRef::as_ref)
-            .filter(|c| c.metadata.deletion_timestamp.is_none() && cached_finished_without_guest(c))
+            .filter(|c| !c.is_deleting() && cached_finished_without_guest(c))
             .collect()
     } else {
         Vec::new()

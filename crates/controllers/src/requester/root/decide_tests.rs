@@ -4,6 +4,7 @@
 
 use api::{ComputeContractPhase as Phase, ComputeContractStatus, InfraSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Resource as _;
 
 use super::*;
 use crate::requester::test_fixtures::{contract, requester_with, t0, with_status};
@@ -259,7 +260,7 @@ fn infras_go_first_and_no_contract_is_deleted_while_one_remains() {
 fn once_no_infra_remains_only_finished_contracts_without_a_guest_are_deleted() {
     let requester = deleting_root();
     let mut already_deleting = (*named("deleting", Some(Phase::Released))).clone();
-    already_deleting.metadata.deletion_timestamp = deleted_at();
+    already_deleting.meta_mut().deletion_timestamp = deleted_at();
     let contracts = [
         named("released", Some(Phase::Released)),
         named("deployed", Some(Phase::Deployed)),
