@@ -56,7 +56,6 @@ use super::conditions::{self, is_ready};
 use super::events::InfraEvent;
 use super::objects::{
     contract_object, is_current, keep_finalizer_as_is_when_deleting, keep_machine,
-    released_by_infra,
 };
 use super::problems::Problems;
 use super::rows::{
@@ -243,7 +242,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
         let released_by_us = old.is_some_and(|r| r.state == ContractState::Released)
             || observed
                 .get(object_name.as_str())
-                .is_some_and(|c| released_by_infra(c));
+                .is_some_and(|c| c.spec.released_by_infra);
         let row = match observed.get(object_name.as_str()) {
             None if unreadable.contains(&object_name) => {
                 // It may well exist: creating it blindly could rent a second

@@ -87,12 +87,6 @@ pub fn released_object(
     released
 }
 
-/// Whether the Infra controller itself released `contract` (its own
-/// release carries [`INFRA_RELEASED_ANNOTATION`]).
-pub(super) fn released_by_infra(contract: &CachedContract) -> bool {
-    contract.spec.released_by_infra
-}
-
 /// The controller ownerReference to `infra`, blocking its deletion until the contract is gone.
 fn owner_reference(infra: &Infra) -> Option<OwnerReference> {
     infra.controller_owner_ref(&()).map(|o| OwnerReference {
