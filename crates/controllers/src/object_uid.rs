@@ -9,6 +9,8 @@
 //! those read says where its uid is, and the compiler finds every caller of
 //! a kind that has not.
 
+use std::borrow::Cow;
+
 use api::{AtprotoRecord, Cluster, ComputeContract, Infra, NodeClaim, Requester};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
@@ -20,16 +22,17 @@ use crate::requester::WholeContract;
 /// Implemented per kind, not for every `Resource`: the default reads the
 /// metadata, which a projection that keeps the uid apart overrides.
 pub trait ObjectUid: Resource {
-    /// The object's uid, if it has one.
-    fn object_uid(&self) -> Option<String> {
-        self.meta().uid.clone()
+    /// The object's uid, if it has one: borrowed from the metadata, made
+    /// only where it is kept apart (OwnWrites asks at every contract event).
+    fn object_uid(&self) -> Option<Cow<'_, str>> {
+        self.meta().uid.as_deref().map(Cow::Borrowed)
     }
 }
 
 /// A UUID is kept apart from its metadata ([`CachedContract::uid`]).
 impl ObjectUid for CachedContract {
-    fn object_uid(&self) -> Option<String> {
-        self.uid()
+    fn object_uid(&self) -> Option<Cow<'_, str>> {
+        self.uid().map(Cow::Owned)
     }
 }
 

@@ -61,10 +61,10 @@ impl OwnWrites {
             return;
         }
         let mut records = self.lock();
-        if records.len() >= MOST_OBJECTS && !records.contains_key(&uid) {
+        if records.len() >= MOST_OBJECTS && !records.contains_key(&*uid) {
             records.clear();
         }
-        let record = records.entry(uid).or_default();
+        let record = records.entry(uid.into_owned()).or_default();
         record.replaced.insert(read.to_owned());
         record.written.clone_from(&written.meta().resource_version);
     }
@@ -80,10 +80,10 @@ impl OwnWrites {
         };
         let mut records = self.lock();
         let behind = records
-            .get(&uid)
+            .get(&*uid)
             .is_some_and(|record| record.replaced.contains(version));
         if !behind {
-            records.remove(&uid);
+            records.remove(&*uid);
         }
         behind
     }
@@ -103,11 +103,11 @@ impl OwnWrites {
             return false;
         };
         let mut records = self.lock();
-        let Some(record) = records.get(&uid) else {
+        let Some(record) = records.get(&*uid) else {
             return false;
         };
         if record.written.as_deref() == Some(version) {
-            records.remove(&uid);
+            records.remove(&*uid);
             return true;
         }
         record.replaced.contains(version)

@@ -32,6 +32,7 @@
 //!   the cache.
 
 use futures::{Stream, StreamExt, stream};
+use std::borrow::Cow;
 use std::fmt::Debug;
 
 use kube::api::{DeleteParams, GetParams, Patch, PatchParams, PostParams, Preconditions};
@@ -68,7 +69,7 @@ impl Seen {
         Self {
             namespace: object.namespace().unwrap_or_default(),
             name: object.name_any(),
-            uid: object.object_uid(),
+            uid: object.object_uid().map(Cow::into_owned),
             resource_version: object.resource_version(),
             finalizers: object.finalizers().to_vec(),
         }
