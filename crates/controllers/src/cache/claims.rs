@@ -192,6 +192,22 @@ impl Kept<CachedClaim> for Claims {
             .collect()
     }
 
+    /// Each claim built when it is reached, from the names kept when the
+    /// iteration began (two shared pointers a claim).
+    fn each(&self) -> Box<dyn Iterator<Item = Arc<CachedClaim>> + Send> {
+        let names: Vec<(Arc<str>, Arc<str>)> = (self.held.read().0.iter())
+            .flat_map(|(namespace, kept)| {
+                (kept.by_name.keys()).map(|name| (namespace.clone(), name.clone()))
+            })
+            .collect();
+        let claims = self.clone();
+        Box::new(
+            names
+                .into_iter()
+                .filter_map(move |(namespace, name)| claims.held.read().get(&namespace, &name)),
+        )
+    }
+
     /// The subscribers get the decoded claim itself: what is kept is built
     /// again at each read.
     fn for_subscribers(&self, object: CachedClaim) -> Arc<CachedClaim> {

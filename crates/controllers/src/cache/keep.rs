@@ -33,6 +33,17 @@ pub trait Kept<K: Resource<DynamicType = ()>> {
     /// Every object kept.
     fn state(&self) -> Vec<Arc<K>>;
 
+    /// Every object kept, one at a time: a keeper that builds its objects
+    /// at each read builds each only when the iteration reaches it.
+    ///
+    /// The shared cache tells its subscribers of every object after each
+    /// list through this. Built at once ([`Kept::state`]), the 10,000 claims
+    /// of a manager started on a running fleet were about 14 MiB of heap at
+    /// one instant (heaptrack, plan 0018 R10).
+    fn each(&self) -> Box<dyn Iterator<Item = Arc<K>> + Send>
+    where
+        K: Send + Sync + 'static;
+
     /// `object`, just applied, as the subscribers get it: the kept copy where
     /// the keeper holds one, so no second copy lives in the fan-out.
     fn for_subscribers(&self, object: K) -> Arc<K> {
@@ -87,6 +98,14 @@ where
     fn state(&self) -> Vec<Arc<K>> {
         Store::state(self)
     }
+
+    /// The store holds each object shared: its state is a copy of pointers.
+    fn each(&self) -> Box<dyn Iterator<Item = Arc<K>> + Send>
+    where
+        K: Send + Sync + 'static,
+    {
+        Box::new(Store::state(self).into_iter())
+    }
 }
 
 impl<K> Kept<K> for KubeStore<K>
@@ -99,6 +118,13 @@ where
 
     fn state(&self) -> Vec<Arc<K>> {
         self.store.state()
+    }
+
+    fn each(&self) -> Box<dyn Iterator<Item = Arc<K>> + Send>
+    where
+        K: Send + Sync + 'static,
+    {
+        self.store.each()
     }
 }
 

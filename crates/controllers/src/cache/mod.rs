@@ -53,6 +53,7 @@ pub mod claims;
 pub mod contract;
 pub mod decode;
 mod derived;
+mod fan_out;
 mod guest;
 pub mod index;
 mod indexes;
@@ -65,13 +66,7 @@ pub(crate) mod projection;
 mod receipt;
 mod uid;
 
-use std::{
-    borrow::Cow,
-    collections::{HashMap, HashSet},
-    fmt::Debug,
-    sync::Arc,
-    sync::Mutex,
-};
+use std::{borrow::Cow, collections::HashMap, fmt::Debug, sync::Arc, sync::Mutex};
 
 use api::{AtprotoRecord, Requester, names};
 use async_broadcast::{InactiveReceiver, Sender};
@@ -96,13 +91,14 @@ pub use claim::{
 pub use claims::Claims;
 pub use contract::{CachedContract, CachedContractSpec, CachedContractStatus, Machine};
 use decode::{Decoded, Lenient, Undecodable};
+use fan_out::{Relist, fan_out_of};
 pub use guest::CachedGuest;
 pub use index::Index;
 use index::Indexer;
 pub use indexes::Indexes;
 pub use infra::CachedInfra;
 pub use join_secret::{CachedJoinSecret, JoinSecrets, WatchedJoinSecret};
-use keep::{Keep, Kept, KubeStore};
+use keep::{Keep, KubeStore};
 pub use labelled::Labelled;
 pub use receipt::CachedReceipt;
 
@@ -229,8 +225,8 @@ where
             .default_backoff()
             .boxed();
         Some(Box::pin(async move {
-            // What the store held when a re-list began: to tell who vanished meanwhile.
-            let mut before_relist: Vec<Arc<K>> = Vec::new();
+            // The keys a re-list delivered: to tell who vanished meanwhile.
+            let mut relist = Relist::default();
             let mut lenient = Lenient::<K>::default();
             reporting.metrics.set_undecodable(kind, 0);
             while let Some(event) = events.next().await {
@@ -253,14 +249,12 @@ where
                 let Some(event) = converted.event else {
                     continue;
                 };
-                if matches!(event, watcher::Event::Init) {
-                    before_relist = keep.state();
-                }
+                let vanished = relist.observe(&event, &keep);
                 take_event(&mut keep, &indexes, &event);
                 if matches!(event, watcher::Event::InitDone) {
                     ready.send_replace(true);
                 }
-                for object in fan_out_of(event, &keep, &mut before_relist) {
+                for object in fan_out_of(event, &keep, vanished) {
                     // An error means nobody subscribed: nothing to tell.
                     let _ = fan_out.broadcast_direct(object).await;
                 }
@@ -390,36 +384,6 @@ impl Reporting {
         if let Err(error) = self.recorder.publish(&event, &reference).await {
             // A courtesy to a person: losing it must not stop the cache.
             tracing::warn!(kind, %error, "could not publish the Undecodable Event");
-        }
-    }
-}
-
-/// The objects one watch event tells the subscribers about (the store already applied it).
-fn fan_out_of<K>(
-    event: watcher::Event<K>,
-    store: &impl Kept<K>,
-    before_relist: &mut Vec<Arc<K>>,
-) -> Vec<Arc<K>>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    match event {
-        // The store's own copy (kube-runtime's writer clones each object it
-        // takes): a second copy per event would live as long as the slowest
-        // subscriber, up to FAN_OUT_BUFFER of them per kind in a scale-up.
-        watcher::Event::Apply(object) => vec![store.for_subscribers(object)],
-        watcher::Event::Delete(object) => vec![Arc::new(object)],
-        watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
-        watcher::Event::InitDone => {
-            let now = store.state();
-            let present: HashSet<ObjectRef<K>> = now
-                .iter()
-                .map(|o| ObjectRef::from_obj(o.as_ref()))
-                .collect();
-            let vanished = std::mem::take(before_relist)
-                .into_iter()
-                .filter(|o| !present.contains(&ObjectRef::from_obj(o.as_ref())));
-            now.into_iter().chain(vanished).collect()
         }
     }
 }

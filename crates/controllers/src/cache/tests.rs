@@ -28,15 +28,13 @@ fn names(objects: &[Arc<Secret>]) -> Vec<String> {
 /// Applies `event` as the reflector does and returns what the subscribers hear.
 fn step(
     writer: &mut Writer<Secret>,
-    before: &mut Vec<Arc<Secret>>,
+    relist: &mut Relist,
     event: watcher::Event<Secret>,
 ) -> Vec<String> {
     let store = writer.as_reader();
-    if matches!(event, watcher::Event::Init) {
-        *before = store.state();
-    }
+    let vanished = relist.observe(&event, &store);
     writer.apply_watcher_event(&event);
-    names(&fan_out_of(event, &store, before))
+    names(&fan_out_of(event, &store, vanished).collect::<Vec<_>>())
 }
 
 #[tokio::test]
@@ -122,16 +120,16 @@ async fn every_waiter_wakes_when_the_caches_are_ready() {
 #[test]
 fn a_deleted_object_is_told_with_its_last_state() {
     let mut writer = Writer::default();
-    let mut before = Vec::new();
+    let mut relist = Relist::default();
     assert_eq!(
-        step(&mut writer, &mut before, watcher::Event::Apply(secret("a"))),
+        step(&mut writer, &mut relist, watcher::Event::Apply(secret("a"))),
         ["a"]
     );
     // kube-runtime's shared stream drops this one (the store no longer has it).
     assert_eq!(
         step(
             &mut writer,
-            &mut before,
+            &mut relist,
             watcher::Event::Delete(secret("a"))
         ),
         ["a"]
@@ -142,22 +140,22 @@ fn a_deleted_object_is_told_with_its_last_state() {
 #[test]
 fn a_relist_tells_every_present_object_and_every_vanished_one() {
     let mut writer = Writer::default();
-    let mut before = Vec::new();
+    let mut relist = Relist::default();
     step(
         &mut writer,
-        &mut before,
+        &mut relist,
         watcher::Event::Apply(secret("kept")),
     );
     step(
         &mut writer,
-        &mut before,
+        &mut relist,
         watcher::Event::Apply(secret("gone")),
     );
-    assert!(step(&mut writer, &mut before, watcher::Event::Init).is_empty());
+    assert!(step(&mut writer, &mut relist, watcher::Event::Init).is_empty());
     assert!(
         step(
             &mut writer,
-            &mut before,
+            &mut relist,
             watcher::Event::InitApply(secret("kept"))
         )
         .is_empty()
@@ -165,18 +163,45 @@ fn a_relist_tells_every_present_object_and_every_vanished_one() {
     assert!(
         step(
             &mut writer,
-            &mut before,
+            &mut relist,
             watcher::Event::InitApply(secret("new"))
         )
         .is_empty()
     );
     assert_eq!(
-        step(&mut writer, &mut before, watcher::Event::InitDone),
+        step(&mut writer, &mut relist, watcher::Event::InitDone),
         ["gone", "kept", "new"]
     );
     assert_eq!(names(&writer.as_reader().state()), ["kept", "new"]);
-    // The next re-list starts from a clean slate.
-    assert!(before.is_empty());
+}
+
+#[test]
+fn each_relist_tells_what_vanished_since_the_one_before_with_its_last_state() {
+    let mut writer = Writer::default();
+    let mut relist = Relist::default();
+    let mut told = |event| {
+        let store = writer.as_reader();
+        let vanished = relist.observe(&event, &store);
+        writer.apply_watcher_event(&event);
+        fan_out_of(event, &store, vanished).collect::<Vec<_>>()
+    };
+    // The first list: nothing was kept, nothing vanishes.
+    told(watcher::Event::Init);
+    told(watcher::Event::InitApply(colored("a", "red")));
+    told(watcher::Event::InitApply(colored("b", "red")));
+    assert_eq!(names(&told(watcher::Event::InitDone)), ["a", "b"]);
+    told(watcher::Event::Apply(colored("b", "blue")));
+    // A re-list without b: b goes out as last seen, after every listed object.
+    told(watcher::Event::Init);
+    told(watcher::Event::InitApply(colored("a", "red")));
+    let heard = told(watcher::Event::InitDone);
+    assert_eq!(names(&heard), ["a", "b"]);
+    let color = |s: &Secret| s.metadata.labels.as_ref().unwrap()["color"].clone();
+    assert_eq!(heard[1].metadata.name.as_deref(), Some("b"));
+    assert_eq!(color(&heard[1]), "blue");
+    // The next re-list forgets what the last one delivered: a vanishes now.
+    told(watcher::Event::Init);
+    assert_eq!(names(&told(watcher::Event::InitDone)), ["a"]);
 }
 
 /// Secret `name` labelled `color`.

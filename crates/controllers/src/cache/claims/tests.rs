@@ -9,6 +9,7 @@ use kube::api::ObjectMeta;
 use proptest::prelude::*;
 
 use super::*;
+use crate::cache::fan_out::{Relist, fan_out_of};
 use crate::cache::keep::KubeStore;
 
 /// A claim `name` of namespace `ns` for Cluster `cluster`, at version `version`.
@@ -252,6 +253,7 @@ proptest! {
     fn it_holds_what_a_kube_runtime_store_holds(steps in proptest::collection::vec(step(), 0..24)) {
         let mut kube = KubeStore::<CachedClaim>::default();
         let mut keep = Claims::default();
+        let (mut relist_kube, mut relist_keep) = (Relist::default(), Relist::default());
         for step in steps {
             let events = match step {
                 Step::Apply(o) => vec![watcher::Event::Apply(built(o))],
@@ -261,13 +263,20 @@ proptest! {
                     .chain(std::iter::once(watcher::Event::InitDone))
                     .collect(),
             };
-            for event in &events {
-                kube.apply(event);
-                keep.apply(event);
-            }
             let as_set = |objects: Vec<Arc<CachedClaim>>| -> BTreeSet<String> {
                 objects.iter().map(|o| format!("{o:?}")).collect()
             };
+            for event in events {
+                // What the subscribers hear, as the reflector tells them.
+                let vanished_kube = relist_kube.observe(&event, &kube);
+                let vanished_keep = relist_keep.observe(&event, &keep);
+                kube.apply(&event);
+                keep.apply(&event);
+                let heard_kube: Vec<_> = fan_out_of(event.clone(), &kube, vanished_kube).collect();
+                let heard_keep: Vec<_> = fan_out_of(event, &keep, vanished_keep).collect();
+                prop_assert_eq!(heard_keep.len(), heard_kube.len());
+                prop_assert_eq!(as_set(heard_keep), as_set(heard_kube));
+            }
             prop_assert_eq!(as_set(keep.state()), as_set(kube.state()));
             for ns in ["ns0", "ns1"] {
                 for cluster in ["c0", "c1"] {

@@ -150,6 +150,16 @@ impl Kept<WatchedJoinSecret> for JoinSecrets {
             .collect()
     }
 
+    /// Each Secret built when it is reached, from what was kept when the
+    /// iteration began.
+    fn each(&self) -> Box<dyn Iterator<Item = Arc<WatchedJoinSecret>> + Send> {
+        let kept: Vec<Arc<CachedJoinSecret>> = self.held.read().all().cloned().collect();
+        Box::new(
+            kept.into_iter()
+                .map(|secret| Arc::new(WatchedJoinSecret::from(secret.as_ref()))),
+        )
+    }
+
     /// The subscribers get the decoded Secret itself: nothing here is a
     /// copy of it to share.
     fn for_subscribers(&self, object: WatchedJoinSecret) -> Arc<WatchedJoinSecret> {
