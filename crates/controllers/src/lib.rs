@@ -12,6 +12,7 @@
 //! Every reconciler reads one shared cache ([`cache::SharedCaches`]) and never
 //! lists from the API server; each is a pure `decide` step and a thin `act` step.
 
+pub mod admission;
 pub mod cache;
 pub mod error;
 pub mod event_recorder;

@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::runtime::events::Reporter;
 use kube::{Client, Resource};
 
+use crate::admission::Admission;
 use crate::event_recorder::Recorder;
 use crate::metrics::Metrics;
 use crate::{Clock, Error, StopSignal};
@@ -179,11 +180,46 @@ where
     S: Shell,
     Fut: futures::TryFuture<Ok = Action, Error = Error> + Send + 'static,
 {
+    run_admitted(controller, label, concurrency, reconcile, state, None)
+}
+
+/// [`run`], telling `admission` (the window the controller's triggers come
+/// through) of each reconcile's end.
+pub fn run_admitted<K, S, Fut>(
+    controller: kube::runtime::Controller<K>,
+    label: &'static str,
+    concurrency: u16,
+    reconcile: impl FnMut(Arc<K>, Arc<S>) -> Fut,
+    state: Arc<S>,
+    admission: Option<Admission>,
+) -> impl std::future::Future<Output = ()>
+where
+    K: Clone + Resource + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + std::fmt::Debug + Unpin,
+    S: Shell,
+    Fut: futures::TryFuture<Ok = Action, Error = Error> + Send + 'static,
+{
     use futures::StreamExt;
     let stop = state.context().stop.signaled();
+    let mut log = log_outcome(label);
     controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile, policy::<K, S>(label), state)
-        .for_each(log_outcome(label))
+        .for_each(move |outcome| {
+            if let Some(admission) = &admission {
+                let (name, namespace) = match &outcome {
+                    Ok((object, _)) => (Some(&object.name), object.namespace.as_deref()),
+                    Err(
+                        ControllerError::ObjectNotFound(object)
+                        | ControllerError::ReconcilerFailed(_, object),
+                    ) => (Some(&object.name), object.namespace.as_deref()),
+                    Err(_) => (None, None),
+                };
+                if let Some(name) = name {
+                    admission.finished(name, namespace);
+                }
+            }
+            log(outcome)
+        })
 }

@@ -56,7 +56,7 @@ struct Groups<G> {
     members: HashMap<G, HashSet<Key>>,
 }
 
-fn key_of(name: &str, namespace: Option<&str>) -> Key {
+pub(crate) fn key_of(name: &str, namespace: Option<&str>) -> Key {
     match namespace {
         Some(namespace) => format!("{namespace}/{name}").into(),
         None => name.into(),
@@ -72,13 +72,13 @@ pub(crate) fn object_key<K: Resource<DynamicType = ()>>(object: &K) -> Key {
     )
 }
 
-fn ref_key<K: Resource<DynamicType = ()>>(object: &ObjectRef<K>) -> Key {
+pub(crate) fn ref_key<K: Resource<DynamicType = ()>>(object: &ObjectRef<K>) -> Key {
     key_of(&object.name, object.namespace.as_deref())
 }
 
 /// The reference a store is read with: name and namespace, as
 /// `ObjectRef`s compare.
-fn object_ref<K: Resource<DynamicType = ()>>(key: &str) -> ObjectRef<K> {
+pub(crate) fn key_ref<K: Resource<DynamicType = ()>>(key: &str) -> ObjectRef<K> {
     match key.split_once('/') {
         Some((namespace, name)) => ObjectRef::new(name).within(namespace),
         None => ObjectRef::new(key),
@@ -128,7 +128,7 @@ where
         self.lock()
             .members
             .get(group)
-            .map(|members| members.iter().map(|key| object_ref(key)).collect())
+            .map(|members| members.iter().map(|key| key_ref(key)).collect())
             .unwrap_or_default()
     }
 

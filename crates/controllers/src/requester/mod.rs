@@ -39,6 +39,9 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
+use crate::admission::{self, Admission};
+use crate::cache::index::{object_key, ref_key};
+
 use crate::cache::{CachedContract, CachedInfra, Indexes};
 use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
 use crate::{CacheReadiness, Clock, SharedCaches};
@@ -208,20 +211,39 @@ pub fn controller(
         }
         std::future::ready(!own_event)
     });
-    let contracts = Controller::for_shared_stream(changes, caches.contracts.store())
+    // Every trigger goes through one window (crate::admission): a manager
+    // started on a fleet triggers every contract at once, twice (their list
+    // and the Requester's), and kube-runtime's scheduler would keep tables
+    // for all of them for good.
+    let triggers = futures::stream::select_all([
+        changes
+            .map(|contract| object_key(contract.as_ref()))
+            .boxed(),
         // Not on the Requester's status writes: each would reconcile every contract.
-        .watches_shared_stream(
-            caches.requesters.subscribe_spec_changes(),
-            move |requester: Arc<Requester>| keys_in(&contract_store, requester.namespace()),
-        )
-        .reconcile_on(woken);
+        (caches.requesters.subscribe_spec_changes())
+            .flat_map(move |requester: Arc<Requester>| {
+                let namespace = requester.namespace().unwrap_or_default();
+                let keys: Vec<_> = in_namespace(&contract_store, &namespace)
+                    .iter()
+                    .map(|contract| object_key(contract.as_ref()))
+                    .collect();
+                futures::stream::iter(keys)
+            })
+            .boxed(),
+        woken.map(|contract| ref_key(&contract)).boxed(),
+    ]);
+    let admission = Admission::new(admission::DEFAULT_WINDOW);
+    let contracts =
+        Controller::for_shared_stream(futures::stream::pending(), caches.contracts.store())
+            .reconcile_on(admission.admit(triggers.boxed()));
     let guest_watch = contract::guest_watch::run(Arc::clone(&rt), wake);
-    let contracts = reconciler::run(
+    let contracts = reconciler::run_admitted(
         contracts,
         CONTRACT_METRICS_LABEL,
         concurrency,
         contract::act::reconcile_contract,
         Arc::clone(&rt),
+        Some(admission),
     );
     let by_contract = caches.requesters.store();
     let by_infra = caches.requesters.store();

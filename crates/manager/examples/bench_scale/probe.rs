@@ -65,6 +65,9 @@ pub struct Resident {
     pub file: u64,
     /// RssAnon: the heap, the threads' stacks.
     pub anon: u64,
+    /// VmHWM: the most VmRSS has been since the process started (what a
+    /// container's memory limit must hold).
+    pub peak: u64,
 }
 
 /// The resident memory of process `pid` (this one for `None`).
@@ -85,6 +88,7 @@ pub fn resident(pid: Option<u32>) -> Resident {
         total: field("VmRSS:"),
         file: field("RssFile:"),
         anon: field("RssAnon:"),
+        peak: field("VmHWM:"),
     }
 }
 

@@ -73,6 +73,11 @@ pub async fn memory_after_restart(
             resident_split(after_scale_up, after_restart)
         );
         println!(
+            "  peak (VmHWM) of each manager process: {:.1} MiB through the scale-up, {:.1} MiB through the restart",
+            mib(after_scale_up.peak),
+            mib(after_restart.peak)
+        );
+        println!(
             "restart:     {writes} API writes from the restart to the reading; {} of {total} claims Joined, {} contracts Deployed",
             tally.joined, tally.deployed
         );
