@@ -14,7 +14,7 @@ const WRITES_PER_NODE_TARGET: f64 = 16.0;
 /// The manager's share of a core while idle that the issue aims at.
 const IDLE_CPU_TARGET: f64 = 0.02;
 /// The manager's resident memory with 10,000 contracts cached that the issue aims at.
-const MANAGER_RSS_TARGET_MIB: f64 = 64.0;
+pub const MANAGER_RSS_TARGET_MIB: f64 = 64.0;
 /// The number of contracts the memory target is for.
 const CACHED_CONTRACTS: f64 = 10_000.0;
 

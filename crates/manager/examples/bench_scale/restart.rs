@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use crate::fleet::{self, Tracker};
-use crate::report::{mib, resident_split};
+use crate::report::{MANAGER_RSS_TARGET_MIB, mib, resident_split};
 use crate::world::{World, WorldOptions};
 use crate::{settle, writes_taken};
 
@@ -63,7 +63,7 @@ pub async fn memory_after_restart(
             "bench-scale --restart: {total} nodes ({clusters} Clusters x {nodes}), the manager in a process of its own"
         );
         println!(
-            "memory:      the manager's VmRSS {:.1} MiB after the scale-up, {:.1} MiB after a restart on the same fleet ({:.2}x)",
+            "memory:      the manager's VmRSS {:.1} MiB after the scale-up, {:.1} MiB after a restart on the same fleet ({:.2}x; target for both: at most {MANAGER_RSS_TARGET_MIB} MiB)",
             mib(after_scale_up.total),
             mib(after_restart.total),
             after_restart.total as f64 / after_scale_up.total as f64
