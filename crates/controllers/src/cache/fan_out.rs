@@ -108,3 +108,46 @@ impl<K> Iterator for Told<K> {
         }
     }
 }
+
+/// A keeper of the cache's own beside a kube-runtime store, each with its
+/// re-list: for tests that they tell the subscribers the same.
+#[cfg(test)]
+pub(super) struct Beside<K: Resource<DynamicType = ()> + Clone + 'static, S> {
+    pub(super) kube: super::keep::KubeStore<K>,
+    pub(super) keep: S,
+    relists: (Relist, Relist),
+}
+
+#[cfg(test)]
+impl<K, S> Beside<K, S>
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+    S: super::keep::Keep<K>,
+{
+    pub(super) fn new() -> Self {
+        Self {
+            kube: super::keep::KubeStore::default(),
+            keep: S::default(),
+            relists: (Relist::default(), Relist::default()),
+        }
+    }
+
+    /// Takes `event` as the reflector does, in both; returns what the
+    /// subscribers of each hear, rendered and sorted (kube's, then the keeper's).
+    pub(super) fn take(&mut self, event: &watcher::Event<K>) -> (Vec<String>, Vec<String>) {
+        use super::keep::Keep as _;
+        let vanished_kube = self.relists.0.observe(event, &self.kube);
+        let vanished_keep = self.relists.1.observe(event, &self.keep);
+        self.kube.apply(event);
+        self.keep.apply(event);
+        let heard = |told: Told<K>| {
+            let mut heard: Vec<String> = told.map(|o| format!("{o:?}")).collect();
+            heard.sort();
+            heard
+        };
+        (
+            heard(fan_out_of(event.clone(), &self.kube, vanished_kube)),
+            heard(fan_out_of(event.clone(), &self.keep, vanished_keep)),
+        )
+    }
+}

@@ -10,9 +10,8 @@ use kube::api::ObjectMeta;
 use proptest::prelude::*;
 
 use super::*;
-use crate::cache::fan_out::{Relist, fan_out_of};
+use crate::cache::fan_out::Beside;
 use crate::cache::join_secret::SecretLabels;
-use crate::cache::keep::KubeStore;
 
 /// A join Secret `name` of namespace `ns`, labelled with Infra `infra`, token `token`.
 fn secret(ns: &str, name: &str, infra: Option<&str>, token: &str) -> WatchedJoinSecret {
@@ -182,9 +181,7 @@ proptest! {
     /// and each Infra's group is that store's Secrets with its label, by name.
     #[test]
     fn it_holds_what_a_kube_runtime_store_holds(steps in proptest::collection::vec(step(), 0..24)) {
-        let mut kube = KubeStore::<WatchedJoinSecret>::default();
-        let mut keep = JoinSecrets::default();
-        let (mut relist_kube, mut relist_keep) = (Relist::default(), Relist::default());
+        let mut beside = Beside::<WatchedJoinSecret, JoinSecrets>::new();
         for step in steps {
             let events = match step {
                 Step::Apply(o) => vec![watcher::Event::Apply(object(o))],
@@ -197,17 +194,12 @@ proptest! {
             let as_set = |objects: Vec<Arc<WatchedJoinSecret>>| -> BTreeSet<String> {
                 objects.iter().map(|o| format!("{o:?}")).collect()
             };
-            for event in events {
+            for event in &events {
                 // What the subscribers hear, as the reflector tells them.
-                let vanished_kube = relist_kube.observe(&event, &kube);
-                let vanished_keep = relist_keep.observe(&event, &keep);
-                kube.apply(&event);
-                keep.apply(&event);
-                let heard_kube: Vec<_> = fan_out_of(event.clone(), &kube, vanished_kube).collect();
-                let heard_keep: Vec<_> = fan_out_of(event, &keep, vanished_keep).collect();
-                prop_assert_eq!(heard_keep.len(), heard_kube.len());
-                prop_assert_eq!(as_set(heard_keep), as_set(heard_kube));
+                let (heard_kube, heard_keep) = beside.take(event);
+                prop_assert_eq!(heard_keep, heard_kube);
             }
+            let (kube, keep) = (&beside.kube, &beside.keep);
             prop_assert_eq!(as_set(keep.state()), as_set(kube.state()));
             for infra in ["infra-0", "infra-1"] {
                 let mut expected: Vec<String> = kube
