@@ -8,6 +8,9 @@
 //! release finalizer once a deleted contract is Released; writes Requester
 //! status and finalizer, and deletes Infras (root delete order) and finished
 //! contracts (TTL, root delete order). It never writes a ComputeContract's spec.
+//! The contract controller hears its triggers through a window of keys
+//! ([`crate::admission`]), so a restart on a fleet does not queue every
+//! contract in kube-runtime's scheduler at once.
 //!
 //! - [`contract`]: the ComputeContract lifecycle (Pending -> Bidding ->
 //!   Accepted -> Deployed -> Releasing -> Released, or Failed): its pure
@@ -41,7 +44,6 @@ use kube::{Client, ResourceExt};
 
 use crate::admission::{self, Admission};
 use crate::cache::index::{object_key, ref_key};
-
 use crate::cache::{CachedContract, CachedInfra, Indexes};
 use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
 use crate::{CacheReadiness, Clock, SharedCaches};
