@@ -146,13 +146,6 @@ impl Admission {
         }
     }
 
-    /// How many keys wait, and how many are admitted and unfinished.
-    #[must_use]
-    pub fn counts(&self) -> (usize, usize) {
-        let keys = self.keys();
-        (keys.waiting.len(), keys.admitted.len())
-    }
-
     fn keys(&self) -> std::sync::MutexGuard<'_, Keys> {
         self.shared.keys()
     }

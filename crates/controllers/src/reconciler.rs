@@ -208,15 +208,16 @@ where
         .run(reconcile, policy::<K, S>(label), state)
         .for_each(move |outcome| {
             if let Some(admission) = &admission {
-                let (name, namespace) = match &outcome {
-                    Ok((object, _)) => (Some(&object.name), object.namespace.as_deref()),
+                // The key the outcome names; the queue's own errors name none.
+                let reconciled = match &outcome {
+                    Ok((object, _)) => Some((&object.name, object.namespace.as_deref())),
                     Err(
                         ControllerError::ObjectNotFound(object)
                         | ControllerError::ReconcilerFailed(_, object),
-                    ) => (Some(&object.name), object.namespace.as_deref()),
-                    Err(_) => (None, None),
+                    ) => Some((&object.name, object.namespace.as_deref())),
+                    Err(_) => None,
                 };
-                if let Some(name) = name {
+                if let Some((name, namespace)) = reconciled {
                     admission.finished(name, namespace);
                 }
             }
