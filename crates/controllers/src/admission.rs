@@ -40,6 +40,7 @@ use futures::task::AtomicWaker;
 use futures::{Stream, StreamExt};
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
+use prometheus_client::metrics::gauge::Gauge;
 
 use crate::cache::index::{Key, key_of, key_ref};
 
@@ -57,6 +58,9 @@ pub struct Admission {
 struct Shared {
     window: usize,
     keys: Mutex<Keys>,
+    /// How many keys wait: set at each poll of the admitted stream, the only
+    /// place the waiting keys change in number.
+    waiting: Gauge,
     /// The admitted stream, woken when a key finishes.
     waker: AtomicWaker,
 }
@@ -109,13 +113,15 @@ impl Keys {
 }
 
 impl Admission {
-    /// An admission of at most `window` unfinished keys (at least one).
+    /// An admission of at most `window` unfinished keys (at least one),
+    /// setting `waiting` to the number of keys waiting for it.
     #[must_use]
-    pub fn new(window: usize) -> Self {
+    pub fn new(window: usize, waiting: Gauge) -> Self {
         Self {
             shared: Arc::new(Shared {
                 window: window.max(1),
                 keys: Mutex::new(Keys::default()),
+                waiting,
                 waker: AtomicWaker::new(),
             }),
         }
@@ -187,7 +193,11 @@ impl Stream for Admitted {
             }
         }
         let mut keys = self.shared.keys();
-        if let Some(key) = keys.admit(self.shared.window) {
+        let admitted = keys.admit(self.shared.window);
+        self.shared
+            .waiting
+            .set(i64::try_from(keys.waiting.len()).unwrap_or(i64::MAX));
+        if let Some(key) = admitted {
             return Poll::Ready(Some(key));
         }
         if self.triggers.is_none() && keys.waiting.is_empty() {

@@ -166,26 +166,10 @@ pub fn log_outcome<T, E: std::fmt::Display>(
 /// Runs `controller` as every reconciler runs: `concurrency` keys at once,
 /// taking no new work once the context's stop is signaled, each failure
 /// through [`error_policy`] under `label`, the machinery's own outcomes
-/// logged by [`log_outcome`]. Ends when the controller's streams end.
+/// logged by [`log_outcome`], and each reconcile's end told to `admission`
+/// (the window the controller's triggers come through, if they do). Ends
+/// when the controller's streams end.
 pub fn run<K, S, Fut>(
-    controller: kube::runtime::Controller<K>,
-    label: &'static str,
-    concurrency: u16,
-    reconcile: impl FnMut(Arc<K>, Arc<S>) -> Fut,
-    state: Arc<S>,
-) -> impl std::future::Future<Output = ()>
-where
-    K: Clone + Resource + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + std::fmt::Debug + Unpin,
-    S: Shell,
-    Fut: futures::TryFuture<Ok = Action, Error = Error> + Send + 'static,
-{
-    run_admitted(controller, label, concurrency, reconcile, state, None)
-}
-
-/// [`run`], telling `admission` (the window the controller's triggers come
-/// through) of each reconcile's end.
-pub fn run_admitted<K, S, Fut>(
     controller: kube::runtime::Controller<K>,
     label: &'static str,
     concurrency: u16,

@@ -12,7 +12,7 @@ use super::*;
 type Triggers = mpsc::UnboundedSender<Key>;
 
 fn gated(window: usize) -> (Admission, Triggers, BoxStream<'static, ObjectRef<Secret>>) {
-    let admission = Admission::new(window);
+    let admission = Admission::new(window, Gauge::default());
     let (triggers, rx) = mpsc::unbounded();
     let admitted = admission.admit::<Secret>(rx.boxed());
     (admission, triggers, admitted)
@@ -56,6 +56,31 @@ fn a_burst_goes_out_a_window_at_a_time_in_order() {
         admission.finished(name, Some("ns"));
     }
     assert_eq!(ready(&mut admitted), names(4..7));
+}
+
+#[test]
+fn the_gauge_tells_how_many_keys_wait() {
+    let waiting = Gauge::default();
+    let admission = Admission::new(2, waiting.clone());
+    let (triggers, rx) = mpsc::unbounded();
+    let mut admitted = admission.admit::<Secret>(rx.boxed());
+    for name in names(0..5) {
+        trigger(&triggers, &name);
+    }
+    assert_eq!(ready(&mut admitted), names(0..2));
+    assert_eq!(waiting.get(), 3);
+    // Triggered again while it waits: still one key waiting.
+    trigger(&triggers, "c4");
+    assert!(ready(&mut admitted).is_empty());
+    assert_eq!(waiting.get(), 3);
+    admission.finished("c0", Some("ns"));
+    assert_eq!(ready(&mut admitted), names(2..3));
+    assert_eq!(waiting.get(), 2);
+    for name in names(1..3) {
+        admission.finished(&name, Some("ns"));
+    }
+    assert_eq!(ready(&mut admitted), names(3..5));
+    assert_eq!(waiting.get(), 0);
 }
 
 #[test]

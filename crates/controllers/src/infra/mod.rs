@@ -147,7 +147,14 @@ pub fn controller(
         finalized: finalized::Finalized::default(),
         ready: caches.readiness(),
     });
-    reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, state)
+    reconciler::run(
+        controller,
+        METRICS_LABEL,
+        concurrency,
+        reconcile,
+        state,
+        None,
+    )
 }
 
 /// The contracts of `infra` in the cache: same namespace, labelled with its

@@ -157,6 +157,7 @@ pub struct Metrics {
     contract_releases: Family<ReleaseLabels, Counter>,
     cache_undecodable: Family<KindLabels, Gauge>,
     cache_decode_failures: Family<KindLabels, Counter>,
+    reconcile_waiting: Family<ControllerLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -181,6 +182,7 @@ impl Metrics {
             contract_releases: Family::default(),
             cache_undecodable: Family::default(),
             cache_decode_failures: Family::default(),
+            reconcile_waiting: Family::default(),
         };
         metrics.set_contract_phases([]);
         let registry = registry.sub_registry_with_prefix(PREFIX);
@@ -242,6 +244,11 @@ impl Metrics {
             "cache_decode_failures",
             "Object versions the shared cache could not decode, by kind",
             metrics.cache_decode_failures.clone(),
+        );
+        registry.register(
+            "reconcile_waiting",
+            "Objects triggered and waiting for room in the controller's window of unfinished reconciles, by controller (the Requester's contracts after a restart on a fleet): how far behind it is",
+            metrics.reconcile_waiting.clone(),
         );
         metrics
     }
@@ -358,6 +365,15 @@ impl Metrics {
         self.contract_releases
             .get_or_create(&ReleaseLabels { outcome })
             .inc();
+    }
+
+    /// The gauge of the objects of `controller` waiting for its window
+    /// ([`Admission`](crate::admission::Admission)); a clone records into the
+    /// same series.
+    #[must_use]
+    pub fn reconcile_waiting(&self, controller: &'static str) -> Gauge {
+        self.reconcile_waiting
+            .get_or_create_owned(&ControllerLabels { controller })
     }
 
     /// Sets the leader gauge.

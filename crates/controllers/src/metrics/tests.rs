@@ -41,7 +41,15 @@ fn every_family_is_in_the_openmetrics_text() {
     drop(metrics.reconcile_started("nodeclaim"));
     metrics.reconcile_failed("nodeclaim", "kube");
     metrics.observe_market("release", Duration::from_millis(5));
+    metrics.reconcile_waiting("requester").set(7);
     let text = text(&registry);
+    assert_eq!(
+        sample(
+            &text,
+            r#"socialweb_reconcile_waiting{controller="requester"}"#
+        ),
+        Some(7.0)
+    );
     for family in [
         "socialweb_reconcile counter",
         "socialweb_reconcile_errors counter",
@@ -51,6 +59,7 @@ fn every_family_is_in_the_openmetrics_text() {
         "socialweb_nodeclaim_time_to_deployed_seconds histogram",
         "socialweb_nodeclaim_time_to_joined_seconds histogram",
         "socialweb_leader gauge",
+        "socialweb_reconcile_waiting gauge",
     ] {
         assert!(
             text.contains(&format!("# TYPE {family}")),

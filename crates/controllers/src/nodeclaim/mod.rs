@@ -208,6 +208,7 @@ pub fn controller(
         concurrency,
         reconcile_cluster,
         runtime.clone(),
+        None,
     );
 
     // Claims whose Cluster does not exist: keyed by claim, same reconcile.

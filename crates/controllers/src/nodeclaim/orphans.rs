@@ -225,7 +225,14 @@ pub(super) fn controller(
                 wake(labelled_cluster_key(&infras, &ns, secret.as_ref()))
             }
         });
-    reconciler::run(controller, METRICS_LABEL, concurrency, reconcile, runtime)
+    reconciler::run(
+        controller,
+        METRICS_LABEL,
+        concurrency,
+        reconcile,
+        runtime,
+        None,
+    )
 }
 
 /// Claims whose Cluster exists are the Cluster controller's; the rest are reconciled here.

@@ -234,12 +234,15 @@ pub fn controller(
             .boxed(),
         woken.map(|contract| ref_key(&contract)).boxed(),
     ]);
-    let admission = Admission::new(admission::DEFAULT_WINDOW);
+    let admission = Admission::new(
+        admission::DEFAULT_WINDOW,
+        rt.ctx.metrics.reconcile_waiting(CONTRACT_METRICS_LABEL),
+    );
     let contracts =
         Controller::for_shared_stream(futures::stream::pending(), caches.contracts.store())
             .reconcile_on(admission.admit(triggers.boxed()));
     let guest_watch = contract::guest_watch::run(Arc::clone(&rt), wake);
-    let contracts = reconciler::run_admitted(
+    let contracts = reconciler::run(
         contracts,
         CONTRACT_METRICS_LABEL,
         concurrency,
@@ -266,6 +269,7 @@ pub fn controller(
         concurrency,
         root::act::reconcile_requester,
         Arc::clone(&rt),
+        None,
     );
     let ignored = Controller::for_shared_stream(
         caches.outside_requesters.subscribe(),
@@ -277,6 +281,7 @@ pub fn controller(
         1,
         root::ignored::reconcile,
         rt,
+        None,
     );
     async move {
         futures::join!(contracts, requesters, ignored, guest_watch);

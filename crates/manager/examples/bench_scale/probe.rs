@@ -106,6 +106,14 @@ pub fn reconciles(exposition: &str) -> BTreeMap<String, u64> {
     counts
 }
 
+/// The value of one series (`name{label="value"}` as exposed), if it is there.
+pub fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// The manager's writes of a span, by writer, verb and resource.
 pub struct Writes {
     /// (writer, verb, resource) -> requests, refused ones included.

@@ -7,17 +7,22 @@
 //! a new leader) lists it once. The two figures side by side tell how much
 //! of the first is the fleet itself.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
 use crate::fleet::{self, Tracker};
+use crate::probe;
 use crate::report::{MANAGER_RSS_TARGET_MIB, mib, resident_split};
 use crate::world::{World, WorldOptions};
 use crate::{settle, writes_taken};
 
 /// How long the manager idles before its memory is read, each time.
 const IDLE: Duration = Duration::from_secs(10);
+/// The contracts waiting for the Requester's window (crate controllers' admission).
+const WAITING: &str = r#"socialweb_reconcile_waiting{controller="requester"}"#;
+/// How long the restarted manager may take to work through its contracts.
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(300);
 
 /// Scales `clusters` x `nodes` up to Joined, reads the manager's VmRSS,
 /// restarts it and reads it again once it settled; the fleet is left as it
@@ -52,6 +57,7 @@ pub async fn memory_after_restart(
 
         world.restart_manager().await?;
         let writes_before = writes_taken(&world);
+        let catch_up = caught_up(&mut world, total).await?;
         settle(&world).await;
         tokio::time::sleep(IDLE).await;
         let after_restart = world.manager_resident().context("the manager's VmRSS")?;
@@ -78,6 +84,11 @@ pub async fn memory_after_restart(
             mib(after_restart.peak)
         );
         println!(
+            "  catch-up: {} contracts at most waiting for the Requester's window, none {:.1} s after the manager was ready",
+            catch_up.most_waiting,
+            catch_up.took.as_secs_f64()
+        );
+        println!(
             "restart:     {writes} API writes from the restart to the reading; {} of {total} claims Joined, {} contracts Deployed",
             tally.joined, tally.deployed
         );
@@ -86,4 +97,45 @@ pub async fn memory_after_restart(
     .await;
     let _ = std::fs::remove_dir_all(&journal);
     outcome
+}
+
+/// How the restarted manager worked through the contracts its start triggered.
+struct CatchUp {
+    /// The most contracts seen waiting for the window at once.
+    most_waiting: u64,
+    /// From the manager ready to none waiting.
+    took: Duration,
+}
+
+/// Reads the manager's metrics until it reconciled each of the `contracts`
+/// once (a start triggers every one) and none waits for the window: the
+/// gauge alone reads 0 before the first triggers reach the window.
+async fn caught_up(world: &mut World, contracts: usize) -> anyhow::Result<CatchUp> {
+    let started = Instant::now();
+    let mut most_waiting = 0_u64;
+    loop {
+        let text = world.metrics_text().await?;
+        let waiting = probe::sample(&text, WAITING)
+            .with_context(|| format!("the manager exposes no {WAITING}"))?;
+        // A gauge of a count: whole and never negative.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let waiting = waiting as u64;
+        most_waiting = most_waiting.max(waiting);
+        let reconciled = probe::reconciles(&text)
+            .get("requester")
+            .copied()
+            .unwrap_or(0);
+        if waiting == 0 && reconciled >= contracts as u64 {
+            return Ok(CatchUp {
+                most_waiting,
+                took: started.elapsed(),
+            });
+        }
+        if started.elapsed() > CATCH_UP_LIMIT {
+            bail!(
+                "after {CATCH_UP_LIMIT:?} {waiting} contracts still wait for the window, {reconciled} of {contracts} reconciled"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -258,6 +258,11 @@ impl World {
 
     /// Reconciles started so far, by controller.
     pub async fn reconciles(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
+        Ok(probe::reconciles(&self.metrics_text().await?))
+    }
+
+    /// The manager's metrics, as Prometheus would read them.
+    pub async fn metrics_text(&mut self) -> anyhow::Result<String> {
         let mut text = String::new();
         match &mut self.manager {
             Manager::InProcess { registry, .. } => {
@@ -278,7 +283,7 @@ impl World {
                 }
             }
         }
-        Ok(probe::reconciles(&text))
+        Ok(text)
     }
 
     /// Kills the manager's process and starts another on the same server;

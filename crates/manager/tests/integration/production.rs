@@ -182,6 +182,21 @@ async fn metrics_follow_a_scale_up_and_readiness_waits_for_the_caches() {
         after.value(r#"socialweb_market_request_duration_seconds_count{operation="publish"}"#)
             >= 3.0
     );
+    // The Requester's window is there from the start, and nothing waits for
+    // it once every contract is Deployed.
+    assert_eq!(
+        after
+            .families
+            .get("socialweb_reconcile_waiting")
+            .map(String::as_str),
+        Some("gauge")
+    );
+    assert_eq!(
+        after
+            .samples
+            .get(r#"socialweb_reconcile_waiting{controller="requester"}"#),
+        Some(&0.0)
+    );
 
     // Shutdown in-process: the controllers stop on the manager's own shutdown,
     // so it returns and releases the Lease without waiting for its deadline.
