@@ -34,6 +34,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::CachedClaim;
+use super::index::{Key, key_of};
 use super::keep::{Held, Holding, Keep, Kept, shared_key};
 
 mod kept;
@@ -188,6 +189,19 @@ impl Kept<CachedClaim> for Claims {
             .iter()
             .flat_map(|(namespace, kept)| {
                 (kept.by_name.iter()).map(|(name, claim)| Arc::new(claim.claim(namespace, name)))
+            })
+            .collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        (self.held.read().0.values()).all(|kept| kept.by_name.is_empty())
+    }
+
+    /// From the names kept, no claim built.
+    fn keys(&self) -> Vec<Key> {
+        (self.held.read().0.iter())
+            .flat_map(|(namespace, kept)| {
+                (kept.by_name.keys()).map(|name| key_of(name, Some(namespace)))
             })
             .collect()
     }

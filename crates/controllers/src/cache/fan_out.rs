@@ -23,7 +23,7 @@ use std::sync::Arc;
 use kube::Resource;
 use kube::runtime::watcher;
 
-use super::index::{Key, object_key};
+use super::index::{Key, key_ref, object_key};
 use super::keep::Kept;
 
 /// The keys a re-list delivered, to tell which kept objects it did not.
@@ -48,7 +48,7 @@ impl Relist {
     {
         match event {
             watcher::Event::Init => {
-                self.listed = kept.each().next().is_some().then(HashSet::new);
+                self.listed = (!kept.is_empty()).then(HashSet::new);
                 Vec::new()
             }
             watcher::Event::InitApply(object) => {
@@ -57,10 +57,11 @@ impl Relist {
                 }
                 Vec::new()
             }
+            // Only the few that vanished are built (or read) from the keeper.
             watcher::Event::InitDone => match self.listed.take() {
-                Some(listed) => kept
-                    .each()
-                    .filter(|object| !listed.contains(&object_key(object.as_ref())))
+                Some(listed) => (kept.keys().into_iter())
+                    .filter(|key| !listed.contains(key))
+                    .filter_map(|key| kept.get(&key_ref(&key)))
                     .collect(),
                 None => Vec::new(),
             },

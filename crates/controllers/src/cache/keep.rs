@@ -25,6 +25,8 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
+use super::index::{Key, object_key};
+
 /// Reads what a shared cache keeps of kind `K`.
 pub trait Kept<K: Resource<DynamicType = ()>> {
     /// The object `key` as kept, if it is.
@@ -43,6 +45,21 @@ pub trait Kept<K: Resource<DynamicType = ()>> {
     fn each(&self) -> Box<dyn Iterator<Item = Arc<K>> + Send>
     where
         K: Send + Sync + 'static;
+
+    /// Whether nothing is kept.
+    fn is_empty(&self) -> bool;
+
+    /// The key ([`object_key`]) of each object kept. A re-list compares
+    /// them with the keys it delivered; a keeper that builds its objects at
+    /// each read gives them without building any.
+    fn keys(&self) -> Vec<Key>
+    where
+        K: Send + Sync + 'static,
+    {
+        self.each()
+            .map(|object| object_key(object.as_ref()))
+            .collect()
+    }
 
     /// `object`, just applied, as the subscribers get it: the kept copy where
     /// the keeper holds one, so no second copy lives in the fan-out.
@@ -99,6 +116,10 @@ where
         Store::state(self)
     }
 
+    fn is_empty(&self) -> bool {
+        Store::is_empty(self)
+    }
+
     /// The store holds each object shared: its state is a copy of pointers.
     fn each(&self) -> Box<dyn Iterator<Item = Arc<K>> + Send>
     where
@@ -118,6 +139,10 @@ where
 
     fn state(&self) -> Vec<Arc<K>> {
         self.store.state()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.store.is_empty()
     }
 
     fn each(&self) -> Box<dyn Iterator<Item = Arc<K>> + Send>

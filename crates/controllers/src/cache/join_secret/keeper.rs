@@ -21,6 +21,7 @@ use kube::runtime::watcher;
 
 use super::{CachedJoinSecret, WatchedJoinSecret};
 use crate::cache::Labelled;
+use crate::cache::index::{Key, key_of};
 use crate::cache::keep::{Held, Holding, Keep, Kept, shared_key};
 
 /// The join Secrets the shared cache keeps. Clones share them.
@@ -147,6 +148,17 @@ impl Kept<WatchedJoinSecret> for JoinSecrets {
             .read()
             .all()
             .map(|secret| Arc::new(WatchedJoinSecret::from(secret.as_ref())))
+            .collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.held.read().all().next().is_none()
+    }
+
+    /// From the names kept, no Secret built.
+    fn keys(&self) -> Vec<Key> {
+        (self.held.read().all())
+            .map(|secret| key_of(&secret.name, secret.namespace.as_deref()))
             .collect()
     }
 
