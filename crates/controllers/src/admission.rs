@@ -29,6 +29,12 @@
 //! - Every reconcile of an admitted key ends with an outcome the controller's
 //!   run stream reports with the key (a success, a failure, or the object no
 //!   longer found), and that outcome is handed to [`Admission::finished`].
+//!
+//! # What it tells
+//! How many keys wait for the window, on the gauge it is given
+//! (`socialweb_reconcile_waiting`): after a restart on a fleet, how far
+//! behind the controller is. 0 once the controller stops (a replica that
+//! no longer leads is behind on nothing).
 
 use std::collections::{HashSet, VecDeque};
 use std::pin::Pin;
@@ -59,7 +65,7 @@ struct Shared {
     window: usize,
     keys: Mutex<Keys>,
     /// How many keys wait: set at each poll of the admitted stream, the only
-    /// place the waiting keys change in number.
+    /// place the waiting keys change in number, and to 0 when it is dropped.
     waiting: Gauge,
     /// The admitted stream, woken when a key finishes.
     waker: AtomicWaker,
@@ -204,6 +210,14 @@ impl Stream for Admitted {
             return Poll::Ready(None);
         }
         Poll::Pending
+    }
+}
+
+/// A controller that stops (its leader's term over, the manager shutting
+/// down) has nothing waiting: a follower must not go on saying it is behind.
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.shared.waiting.set(0);
     }
 }
 

@@ -84,6 +84,22 @@ fn the_gauge_tells_how_many_keys_wait() {
 }
 
 #[test]
+fn a_stopped_controller_has_nothing_waiting() {
+    let waiting = Gauge::default();
+    let admission = Admission::new(1, waiting.clone());
+    let (triggers, rx) = mpsc::unbounded();
+    let mut admitted = admission.admit::<Secret>(rx.boxed());
+    for name in names(0..3) {
+        trigger(&triggers, &name);
+    }
+    assert_eq!(ready(&mut admitted), names(0..1));
+    assert_eq!(waiting.get(), 2);
+    // The leader's term ends: kube's controller, and the stream, are dropped.
+    drop(admitted);
+    assert_eq!(waiting.get(), 0);
+}
+
+#[test]
 fn a_waiting_key_triggered_again_goes_out_once() {
     let (admission, triggers, mut admitted) = gated(1);
     for name in ["a", "b", "b", "c", "b"] {

@@ -287,6 +287,25 @@ fn market_latency_provisioning_times_and_leadership_are_recorded() {
 }
 
 #[test]
+fn a_replica_that_stops_leading_counts_no_contracts() {
+    let (registry, metrics) = setup();
+    metrics.set_leader(true);
+    metrics.set_contract_phase_counts([
+        (Some(ComputeContractPhase::Releasing), 2),
+        (Some(ComputeContractPhase::Deployed), 5),
+    ]);
+    let releasing = r#"socialweb_computecontracts{phase="Releasing"}"#;
+    assert_eq!(sample(&text(&registry), releasing), Some(2.0));
+    metrics.set_leader(false);
+    let text = text(&registry);
+    assert_eq!(sample(&text, releasing), Some(0.0));
+    assert_eq!(
+        sample(&text, r#"socialweb_computecontracts{phase="Deployed"}"#),
+        Some(0.0)
+    );
+}
+
+#[test]
 fn undecodable_objects_are_counted_by_kind() {
     let (registry, metrics) = setup();
     metrics.decode_failed("NodeClaim");
