@@ -12,7 +12,15 @@ use super::*;
 type Triggers = mpsc::UnboundedSender<Key>;
 
 fn gated(window: usize) -> (Admission, Triggers, BoxStream<'static, ObjectRef<Secret>>) {
-    let admission = Admission::new(window, Gauge::default());
+    gated_reporting(window, Gauge::default())
+}
+
+/// [`gated`], setting `waiting` to the keys that wait.
+fn gated_reporting(
+    window: usize,
+    waiting: Gauge,
+) -> (Admission, Triggers, BoxStream<'static, ObjectRef<Secret>>) {
+    let admission = Admission::new(window, waiting);
     let (triggers, rx) = mpsc::unbounded();
     let admitted = admission.admit::<Secret>(rx.boxed());
     (admission, triggers, admitted)
@@ -61,9 +69,7 @@ fn a_burst_goes_out_a_window_at_a_time_in_order() {
 #[test]
 fn the_gauge_tells_how_many_keys_wait() {
     let waiting = Gauge::default();
-    let admission = Admission::new(2, waiting.clone());
-    let (triggers, rx) = mpsc::unbounded();
-    let mut admitted = admission.admit::<Secret>(rx.boxed());
+    let (admission, triggers, mut admitted) = gated_reporting(2, waiting.clone());
     for name in names(0..5) {
         trigger(&triggers, &name);
     }
@@ -86,9 +92,7 @@ fn the_gauge_tells_how_many_keys_wait() {
 #[test]
 fn a_stopped_controller_has_nothing_waiting() {
     let waiting = Gauge::default();
-    let admission = Admission::new(1, waiting.clone());
-    let (triggers, rx) = mpsc::unbounded();
-    let mut admitted = admission.admit::<Secret>(rx.boxed());
+    let (_admission, triggers, mut admitted) = gated_reporting(1, waiting.clone());
     for name in names(0..3) {
         trigger(&triggers, &name);
     }
