@@ -377,13 +377,15 @@ impl Metrics {
     }
 
     /// Sets the leader gauge. A replica that stops leading also counts no
-    /// contracts in any phase: it no longer watches them, and the counts of
-    /// its last term would go on adding to the leader's in a sum (or hold an
-    /// alert such as Releasing > 0 for 30 minutes) for as long as it runs.
+    /// contracts in any phase and no undecodable objects (as before it first
+    /// led: its caches are gone): it no longer watches them, and the counts
+    /// of its last term would go on adding to the leader's in a sum (or hold
+    /// an alert such as Releasing > 0 for 30 minutes) for as long as it runs.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
         if !leading {
             self.set_contract_phases([]);
+            self.cache_undecodable.clear();
         }
     }
 }

@@ -287,18 +287,22 @@ fn market_latency_provisioning_times_and_leadership_are_recorded() {
 }
 
 #[test]
-fn a_replica_that_stops_leading_counts_no_contracts() {
+fn a_replica_that_stops_leading_counts_no_contracts_and_no_undecodable_objects() {
     let (registry, metrics) = setup();
     metrics.set_leader(true);
     metrics.set_contract_phase_counts([
         (Some(ComputeContractPhase::Releasing), 2),
         (Some(ComputeContractPhase::Deployed), 5),
     ]);
+    metrics.set_undecodable("NodeClaim", 1);
     let releasing = r#"socialweb_computecontracts{phase="Releasing"}"#;
+    let undecodable = r#"socialweb_cache_undecodable_objects{kind="NodeClaim"}"#;
     assert_eq!(sample(&text(&registry), releasing), Some(2.0));
+    assert_eq!(sample(&text(&registry), undecodable), Some(1.0));
     metrics.set_leader(false);
     let text = text(&registry);
     assert_eq!(sample(&text, releasing), Some(0.0));
+    assert_eq!(sample(&text, undecodable), None);
     assert_eq!(
         sample(&text, r#"socialweb_computecontracts{phase="Deployed"}"#),
         Some(0.0)
