@@ -4,7 +4,7 @@
 //! replica reports it stopped leading (the leader gauge reads 0), the
 //! controllers' writes have stopped for good.
 
-use std::future::{Future, ready};
+use std::future::{Future, Ready, ready};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -14,6 +14,7 @@ use manager::leader::{LeaderError, LeaseLock, run_unelected, run_with_lock};
 use manager::shutdown::Shutdown;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 const ME: &str = "replica-a";
 
@@ -42,6 +43,12 @@ impl World {
     /// The watchdog cannot confirm the hold (a hung renewal): fences the current lock only.
     fn hang_renewal(&self) {
         self.fences.send_modify(|count| *count += 1);
+    }
+
+    /// What the election is given to build its lock: a fresh one each term.
+    fn locks(self: &Arc<Self>) -> impl FnMut() -> Ready<Result<FakeLease, LeaderError>> + use<> {
+        let world = Arc::clone(self);
+        move || ready(Ok(world.connect()))
     }
 
     fn connect(self: &Arc<Self>) -> FakeLease {
@@ -148,6 +155,36 @@ impl Writers {
     }
 }
 
+/// A replica in the election on `world`'s Lease, its controllers [`Writers`].
+struct Replica {
+    registry: Arc<std::sync::Mutex<Registry>>,
+    shutdown: Shutdown,
+    writers: Writers,
+    election: JoinHandle<Result<(), LeaderError>>,
+}
+
+impl Replica {
+    /// Spawns the election; `deadline` is the shutdown's, and `obey_shutdown` whether
+    /// the controllers stop on its signal.
+    fn start(world: &Arc<World>, deadline: Duration, obey_shutdown: bool) -> Self {
+        let (registry, metrics) = metrics();
+        let shutdown = Shutdown::new(deadline);
+        let writers = Writers::new();
+        let election = tokio::spawn(run_with_lock(
+            world.locks(),
+            metrics,
+            writers.make(&shutdown, obey_shutdown),
+            shutdown.clone(),
+        ));
+        Self {
+            registry,
+            shutdown,
+            writers,
+            election,
+        }
+    }
+}
+
 fn metrics() -> (Arc<std::sync::Mutex<Registry>>, Metrics) {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
@@ -185,18 +222,12 @@ async fn writes_have_stopped(writers: &Writers) {
 async fn a_follower_waits_leads_when_granted_and_stops_writing_when_the_lease_is_taken() {
     let world = World::new();
     world.grant("replica-b");
-    let (registry, metrics) = metrics();
-    let shutdown = Shutdown::new(Duration::from_secs(5));
-    let writers = Writers::new();
-    let election = tokio::spawn(run_with_lock(
-        {
-            let world = Arc::clone(&world);
-            move || ready(Ok::<_, LeaderError>(world.connect()))
-        },
-        metrics,
-        writers.make(&shutdown, true),
-        shutdown.clone(),
-    ));
+    let Replica {
+        registry,
+        shutdown,
+        writers,
+        election,
+    } = Replica::start(&world, Duration::from_secs(5), true);
 
     tokio::time::sleep(Duration::from_millis(30)).await;
     assert_eq!(writers.writes(), 0, "a follower wrote");
@@ -230,18 +261,12 @@ async fn a_follower_waits_leads_when_granted_and_stops_writing_when_the_lease_is
 async fn a_hold_that_cannot_be_confirmed_is_fenced_before_anyone_else_may_take_it() {
     let world = World::new();
     world.grant(ME);
-    let (registry, metrics) = metrics();
-    let shutdown = Shutdown::new(Duration::from_secs(5));
-    let writers = Writers::new();
-    let election = tokio::spawn(run_with_lock(
-        {
-            let world = Arc::clone(&world);
-            move || ready(Ok::<_, LeaderError>(world.connect()))
-        },
-        metrics,
-        writers.make(&shutdown, true),
-        shutdown.clone(),
-    ));
+    let Replica {
+        registry,
+        shutdown,
+        writers,
+        election,
+    } = Replica::start(&world, Duration::from_secs(5), true);
     eventually("the replica leads", || {
         leading(&registry) && writers.writes() > 0
     })
@@ -266,18 +291,12 @@ async fn a_hold_that_cannot_be_confirmed_is_fenced_before_anyone_else_may_take_i
 async fn shutdown_lets_the_controllers_finish_then_releases_the_lease() {
     let world = World::new();
     world.grant(ME);
-    let (registry, metrics) = metrics();
-    let shutdown = Shutdown::new(Duration::from_secs(5));
-    let writers = Writers::new();
-    let election = tokio::spawn(run_with_lock(
-        {
-            let world = Arc::clone(&world);
-            move || ready(Ok::<_, LeaderError>(world.connect()))
-        },
-        metrics,
-        writers.make(&shutdown, true),
-        shutdown.clone(),
-    ));
+    let Replica {
+        registry,
+        shutdown,
+        writers,
+        election,
+    } = Replica::start(&world, Duration::from_secs(5), true);
     eventually("the replica leads", || leading(&registry)).await;
 
     shutdown.trigger();
@@ -300,18 +319,12 @@ async fn shutdown_lets_the_controllers_finish_then_releases_the_lease() {
 async fn controllers_that_ignore_shutdown_are_cut_at_the_deadline_and_the_lease_still_released() {
     let world = World::new();
     world.grant(ME);
-    let (registry, metrics) = metrics();
-    let shutdown = Shutdown::new(Duration::from_millis(100));
-    let writers = Writers::new();
-    let election = tokio::spawn(run_with_lock(
-        {
-            let world = Arc::clone(&world);
-            move || ready(Ok::<_, LeaderError>(world.connect()))
-        },
-        metrics,
-        writers.make(&shutdown, false),
-        shutdown.clone(),
-    ));
+    let Replica {
+        registry,
+        shutdown,
+        writers,
+        election,
+    } = Replica::start(&world, Duration::from_millis(100), false);
     eventually("the replica leads", || leading(&registry)).await;
 
     let started = std::time::Instant::now();
@@ -330,18 +343,12 @@ async fn controllers_that_ignore_shutdown_are_cut_at_the_deadline_and_the_lease_
 async fn shutdown_while_following_returns_without_ever_leading() {
     let world = World::new();
     world.grant("replica-b");
-    let (_registry, metrics) = metrics();
-    let shutdown = Shutdown::new(Duration::from_secs(5));
-    let writers = Writers::new();
-    let election = tokio::spawn(run_with_lock(
-        {
-            let world = Arc::clone(&world);
-            move || ready(Ok::<_, LeaderError>(world.connect()))
-        },
-        metrics,
-        writers.make(&shutdown, true),
-        shutdown.clone(),
-    ));
+    let Replica {
+        shutdown,
+        writers,
+        election,
+        ..
+    } = Replica::start(&world, Duration::from_secs(5), true);
     tokio::time::sleep(Duration::from_millis(20)).await;
     shutdown.trigger();
     tokio::time::timeout(Duration::from_secs(1), election)
@@ -364,10 +371,7 @@ async fn controllers_failing_while_leading_is_an_error_and_frees_the_lease() {
     let (_registry, metrics) = metrics();
     let shutdown = Shutdown::new(Duration::from_secs(5));
     let outcome = run_with_lock(
-        {
-            let world = Arc::clone(&world);
-            move || ready(Ok::<_, LeaderError>(world.connect()))
-        },
+        world.locks(),
         metrics,
         || async { Err(anyhow::anyhow!("cache stream ended")) },
         shutdown,
@@ -386,10 +390,7 @@ async fn controllers_stopping_on_the_same_sigterm_just_before_the_shutdown_is_a_
     let shutdown = Shutdown::new(Duration::from_secs(5));
     let later = shutdown.clone();
     let outcome = run_with_lock(
-        {
-            let world = Arc::clone(&world);
-            move || ready(Ok::<_, LeaderError>(world.connect()))
-        },
+        world.locks(),
         metrics,
         move || {
             let later = later.clone();
