@@ -164,6 +164,11 @@ struct Replica {
 }
 
 impl Replica {
+    /// Whether it reports that it leads (the leader gauge reads 1).
+    fn leading(&self) -> bool {
+        leading(&self.registry)
+    }
+
     /// Spawns the election; `deadline` is the shutdown's, and `obey_shutdown` whether
     /// the controllers stop on its signal.
     fn start(world: &Arc<World>, deadline: Duration, obey_shutdown: bool) -> Self {
@@ -222,60 +227,50 @@ async fn writes_have_stopped(writers: &Writers) {
 async fn a_follower_waits_leads_when_granted_and_stops_writing_when_the_lease_is_taken() {
     let world = World::new();
     world.grant("replica-b");
-    let Replica {
-        registry,
-        shutdown,
-        writers,
-        election,
-    } = Replica::start(&world, Duration::from_secs(5), true);
+    let replica = Replica::start(&world, Duration::from_secs(5), true);
 
     tokio::time::sleep(Duration::from_millis(30)).await;
-    assert_eq!(writers.writes(), 0, "a follower wrote");
-    assert!(!leading(&registry));
+    assert_eq!(replica.writers.writes(), 0, "a follower wrote");
+    assert!(!replica.leading());
 
     world.grant(ME);
     eventually("the replica leads and writes", || {
-        leading(&registry) && writers.writes() > 5
+        replica.leading() && replica.writers.writes() > 5
     })
     .await;
 
     world.grant("replica-b");
     eventually("the replica reports it stopped leading", || {
-        !leading(&registry)
+        !replica.leading()
     })
     .await;
-    writes_have_stopped(&writers).await;
+    writes_have_stopped(&replica.writers).await;
 
     // It waits again and leads again in a new term.
     world.grant(ME);
     eventually("a second term", || {
-        writers.terms.load(Ordering::SeqCst) == 2 && leading(&registry)
+        replica.writers.terms.load(Ordering::SeqCst) == 2 && replica.leading()
     })
     .await;
 
-    shutdown.trigger();
-    election.await.unwrap().unwrap();
+    replica.shutdown.trigger();
+    replica.election.await.unwrap().unwrap();
 }
 
 #[tokio::test]
 async fn a_hold_that_cannot_be_confirmed_is_fenced_before_anyone_else_may_take_it() {
     let world = World::new();
     world.grant(ME);
-    let Replica {
-        registry,
-        shutdown,
-        writers,
-        election,
-    } = Replica::start(&world, Duration::from_secs(5), true);
+    let replica = Replica::start(&world, Duration::from_secs(5), true);
     eventually("the replica leads", || {
-        leading(&registry) && writers.writes() > 0
+        replica.leading() && replica.writers.writes() > 0
     })
     .await;
 
     world.hang_renewal();
     // The Lease still names this replica, yet it must stop: it cannot prove the hold.
     eventually("the term ends", || {
-        writers.terms.load(Ordering::SeqCst) == 2
+        replica.writers.terms.load(Ordering::SeqCst) == 2
     })
     .await;
     assert!(
@@ -283,59 +278,49 @@ async fn a_hold_that_cannot_be_confirmed_is_fenced_before_anyone_else_may_take_i
         "the next term starts from a fresh lock"
     );
 
-    shutdown.trigger();
-    election.await.unwrap().unwrap();
+    replica.shutdown.trigger();
+    replica.election.await.unwrap().unwrap();
 }
 
 #[tokio::test]
 async fn shutdown_lets_the_controllers_finish_then_releases_the_lease() {
     let world = World::new();
     world.grant(ME);
-    let Replica {
-        registry,
-        shutdown,
-        writers,
-        election,
-    } = Replica::start(&world, Duration::from_secs(5), true);
-    eventually("the replica leads", || leading(&registry)).await;
+    let mut replica = Replica::start(&world, Duration::from_secs(5), true);
+    eventually("the replica leads", || replica.leading()).await;
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(2), election)
+    replica.shutdown.trigger();
+    tokio::time::timeout(Duration::from_secs(2), &mut replica.election)
         .await
         .expect("returns well before the deadline")
         .unwrap()
         .unwrap();
-    assert!(writers.finished_cleanly.load(Ordering::SeqCst));
+    assert!(replica.writers.finished_cleanly.load(Ordering::SeqCst));
     assert_eq!(world.releases.load(Ordering::SeqCst), 1);
     assert_eq!(
         *world.holder.borrow(),
         None,
         "the Lease is free for the next leader"
     );
-    assert!(!leading(&registry));
+    assert!(!replica.leading());
 }
 
 #[tokio::test]
 async fn controllers_that_ignore_shutdown_are_cut_at_the_deadline_and_the_lease_still_released() {
     let world = World::new();
     world.grant(ME);
-    let Replica {
-        registry,
-        shutdown,
-        writers,
-        election,
-    } = Replica::start(&world, Duration::from_millis(100), false);
-    eventually("the replica leads", || leading(&registry)).await;
+    let replica = Replica::start(&world, Duration::from_millis(100), false);
+    eventually("the replica leads", || replica.leading()).await;
 
     let started = std::time::Instant::now();
-    shutdown.trigger();
-    election.await.unwrap().unwrap();
+    replica.shutdown.trigger();
+    replica.election.await.unwrap().unwrap();
     assert!(
         started.elapsed() >= Duration::from_millis(100),
         "{:?}",
         started.elapsed()
     );
-    writes_have_stopped(&writers).await;
+    writes_have_stopped(&replica.writers).await;
     assert_eq!(world.releases.load(Ordering::SeqCst), 1);
 }
 
@@ -343,20 +328,15 @@ async fn controllers_that_ignore_shutdown_are_cut_at_the_deadline_and_the_lease_
 async fn shutdown_while_following_returns_without_ever_leading() {
     let world = World::new();
     world.grant("replica-b");
-    let Replica {
-        shutdown,
-        writers,
-        election,
-        ..
-    } = Replica::start(&world, Duration::from_secs(5), true);
+    let replica = Replica::start(&world, Duration::from_secs(5), true);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(1), election)
+    replica.shutdown.trigger();
+    tokio::time::timeout(Duration::from_secs(1), replica.election)
         .await
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(writers.terms.load(Ordering::SeqCst), 0);
+    assert_eq!(replica.writers.terms.load(Ordering::SeqCst), 0);
     assert_eq!(
         world.holder.borrow().as_deref(),
         Some("replica-b"),
