@@ -17,7 +17,7 @@ use api::{
     names,
 };
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -77,7 +77,7 @@ pub async fn run_script(
 ) -> anyhow::Result<DemoSummary> {
     let started = Instant::now();
     let mut watch = Watch::new(client.clone(), options);
-    ensure_namespace(&client, &options.tenant_namespace).await?;
+    crate::dev::ensure_namespace(&client, &options.tenant_namespace, DEMO_MANAGER).await?;
 
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), &options.tenant_namespace);
     let mut cluster = Cluster::new(
@@ -209,22 +209,6 @@ async fn create_claim(
         .create(&PostParams::default(), &claim)
         .await
         .with_context(|| format!("create NodeClaim {name}"))?;
-    Ok(())
-}
-
-async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace: Namespace = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
-    }))?;
-    namespaces
-        .patch(
-            name,
-            &PatchParams::apply(DEMO_MANAGER),
-            &Patch::Apply(&namespace),
-        )
-        .await
-        .with_context(|| format!("create namespace {name}"))?;
     Ok(())
 }
 

@@ -141,7 +141,7 @@ pub async fn start(args: &DevArgs, stop: StopSignal) -> anyhow::Result<DevEnviro
 
     install_crds(&client).await?;
     let namespace = &args.controllers.contract_namespace;
-    ensure_namespace(&client, namespace).await?;
+    ensure_namespace(&client, namespace, DEV_MANAGER).await?;
     if args.market == DevMarket::Local {
         ensure_requester(&client, namespace).await?;
     } else {
@@ -219,14 +219,20 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+/// Applies the Namespace `name` under the field manager `manager`: the dev
+/// environment's contract namespace, the demo's tenant namespace.
+pub(crate) async fn ensure_namespace(
+    client: &Client,
+    name: &str,
+    manager: &str,
+) -> anyhow::Result<()> {
     let namespace: Namespace = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
     }))?;
     Api::<Namespace>::all(client.clone())
         .patch(
             name,
-            &PatchParams::apply(DEV_MANAGER),
+            &PatchParams::apply(manager),
             &Patch::Apply(&namespace),
         )
         .await
