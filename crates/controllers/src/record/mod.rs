@@ -33,15 +33,14 @@ use std::sync::Arc;
 
 use api::names::INFRA_NAME_LABEL;
 use api::{AtprotoRecord, Requester};
-use futures::StreamExt;
-use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::cache::{CacheReadiness, CachedContract, CachedInfra, Labelled, SharedCaches};
-use crate::reconciler::{Identity, ReconcilerContext};
+use crate::reconciler::{self, Identity, ReconcilerContext, Shell};
 use crate::requester::markets::select_requester;
-use crate::{Clock, Error, Result};
+use crate::{Clock, Result};
 
 /// The `controller` label of this reconciler's metrics.
 const METRICS_LABEL: &str = "record";
@@ -131,9 +130,8 @@ pub fn controller(
                 .map(|r| ObjectRef::from_obj(r.as_ref()))
                 .collect::<Vec<_>>()
         },
-    )
-    .with_config(Config::default().concurrency(ctx.shared.concurrency))
-    .graceful_shutdown_on(ctx.shared.stop.signaled());
+    );
+    let concurrency = ctx.shared.concurrency;
     let state = Arc::new(Reconciler {
         ctx,
         infras: caches.infras.store(),
@@ -141,16 +139,19 @@ pub fn controller(
         requesters: caches.requesters.store(),
         ready: caches.readiness(),
     });
-    async move {
-        controller
-            .run(reconcile, error_policy, state)
-            .for_each(|result| {
-                if let Err(error) = result {
-                    tracing::debug!(%error, "record controller");
-                }
-                futures::future::ready(())
-            })
-            .await;
+    reconciler::run(
+        controller,
+        METRICS_LABEL,
+        concurrency,
+        reconcile,
+        state,
+        None,
+    )
+}
+
+impl Shell for Reconciler {
+    fn context(&self) -> &ReconcilerContext {
+        &self.ctx.shared
     }
 }
 
@@ -185,18 +186,4 @@ async fn reconcile(record: Arc<AtprotoRecord>, state: Arc<Reconciler>) -> Result
     let requesters = state.requesters.state();
     let requester = select_requester(requesters.iter().map(AsRef::as_ref), &namespace);
     act::act(ctx, &record, requester, &plan).await
-}
-
-fn error_policy(record: Arc<AtprotoRecord>, error: &Error, state: Arc<Reconciler>) -> Action {
-    state
-        .ctx
-        .shared
-        .metrics
-        .reconcile_failed(METRICS_LABEL, error.category());
-    if error.is_conflict() {
-        tracing::debug!(record = %record.name_any(), %error, "conflict; reading again");
-    } else {
-        tracing::warn!(record = %record.name_any(), category = error.category(), %error, "reconcile failed");
-    }
-    Action::requeue(error.retry_after())
 }
