@@ -240,16 +240,20 @@ pub(crate) async fn ensure_namespace(
     Ok(())
 }
 
+/// Whether the namespace has the Requester `local` (the dev environment's
+/// on the local market).
+async fn has_local_requester(client: &Client, namespace: &str) -> anyhow::Result<bool> {
+    let found = Api::<Requester>::namespaced(client.clone(), namespace)
+        .get_opt("local")
+        .await
+        .context("read Requester local")?;
+    Ok(found.is_some())
+}
+
 /// The Requester of the dev environment; created once, so a user's edits
 /// survive a restart with `--data-dir`.
 async fn ensure_requester(client: &Client, namespace: &str) -> anyhow::Result<()> {
-    let requesters: Api<Requester> = Api::namespaced(client.clone(), namespace);
-    if requesters
-        .get_opt("local")
-        .await
-        .context("read Requester local")?
-        .is_some()
-    {
+    if has_local_requester(client, namespace).await? {
         return Ok(());
     }
     let requester: Requester = serde_json::from_value(serde_json::json!({
@@ -273,7 +277,7 @@ async fn ensure_requester(client: &Client, namespace: &str) -> anyhow::Result<()
         },
     }))
     .context("build the dev Requester")?;
-    requesters
+    Api::<Requester>::namespaced(client.clone(), namespace)
         .create(&PostParams::default(), &requester)
         .await
         .context("create Requester local")?;
@@ -283,13 +287,7 @@ async fn ensure_requester(client: &Client, namespace: &str) -> anyhow::Result<()
 /// With `--market atproto-fake` the Requester `atproto` must run the
 /// namespace; a `local` one kept in the data directory is older and would.
 async fn refuse_a_local_requester(client: &Client, namespace: &str) -> anyhow::Result<()> {
-    let requesters: Api<Requester> = Api::namespaced(client.clone(), namespace);
-    if requesters
-        .get_opt("local")
-        .await
-        .context("read Requester local")?
-        .is_some()
-    {
+    if has_local_requester(client, namespace).await? {
         anyhow::bail!(
             "Requester {namespace}/local (of an earlier `dev --market local` in this data \
              directory) would run the namespace instead of the atproto one: delete it, or use \

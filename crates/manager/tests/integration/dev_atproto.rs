@@ -83,3 +83,55 @@ async fn a_dev_environment_on_the_fake_atproto_market_joins_a_claim() {
     assert_eq!(running, 1, "one machine rented over HTTP");
     controllers.abort();
 }
+
+/// `dev` options on `data_dir` and `market`, everything else the defaults.
+fn dev_args(data_dir: &std::path::Path, market: DevMarket) -> DevArgs {
+    DevArgs {
+        port: 0,
+        data_dir: Some(data_dir.to_owned()),
+        kubeconfig_out: None,
+        debug_endpoints: false,
+        controllers: ControllerOptions::default(),
+        shutdown: ShutdownArgs {
+            shutdown_deadline: Duration::from_secs(5),
+        },
+        market,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_dir_of_the_local_market_is_refused_on_the_atproto_one_with_what_to_do() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let local = dev::start(
+        &dev_args(data_dir.path(), DevMarket::Local),
+        StopSignal::never(),
+    )
+    .await
+    .unwrap();
+    drop(local);
+
+    // Its Requester `local` would run the namespace beside `atproto`: refused, saying how out.
+    let error = dev::start(
+        &dev_args(data_dir.path(), DevMarket::AtprotoFake),
+        StopSignal::never(),
+    )
+    .await
+    .err()
+    .expect("the atproto market refused on a data dir with the local Requester");
+    let message = error.to_string();
+    assert!(
+        message.contains("Requester socialweb-system/local") && message.contains("delete it"),
+        "{message}"
+    );
+
+    // The local market still opens on it, its Requester kept.
+    let again = dev::start(
+        &dev_args(data_dir.path(), DevMarket::Local),
+        StopSignal::never(),
+    )
+    .await
+    .unwrap();
+    let requesters: Api<Requester> =
+        Api::namespaced(again.client.clone(), api::DEFAULT_CONTRACT_NAMESPACE);
+    assert!(requesters.get_opt("local").await.unwrap().is_some());
+}
