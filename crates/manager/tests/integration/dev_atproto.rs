@@ -14,22 +14,9 @@ use testkit::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dev_environment_on_the_fake_atproto_market_joins_a_claim() {
-    let env = dev::start(
-        &DevArgs {
-            port: 0,
-            data_dir: None,
-            kubeconfig_out: None,
-            debug_endpoints: false,
-            controllers: ControllerOptions::default(),
-            shutdown: ShutdownArgs {
-                shutdown_deadline: Duration::from_secs(5),
-            },
-            market: DevMarket::AtprotoFake,
-        },
-        StopSignal::never(),
-    )
-    .await
-    .unwrap();
+    let env = dev::start(&dev_args(None, DevMarket::AtprotoFake), StopSignal::never())
+        .await
+        .unwrap();
     let controllers = tokio::spawn(env.controllers.done);
     let client = env.client.clone();
     let namespace = api::DEFAULT_CONTRACT_NAMESPACE;
@@ -84,11 +71,11 @@ async fn a_dev_environment_on_the_fake_atproto_market_joins_a_claim() {
     controllers.abort();
 }
 
-/// `dev` options on `data_dir` and `market`, everything else the defaults.
-fn dev_args(data_dir: &std::path::Path, market: DevMarket) -> DevArgs {
+/// `dev` options on `data_dir` (else in memory) and `market`, everything else the defaults.
+fn dev_args(data_dir: Option<&std::path::Path>, market: DevMarket) -> DevArgs {
     DevArgs {
         port: 0,
-        data_dir: Some(data_dir.to_owned()),
+        data_dir: data_dir.map(std::path::Path::to_owned),
         kubeconfig_out: None,
         debug_endpoints: false,
         controllers: ControllerOptions::default(),
@@ -103,7 +90,7 @@ fn dev_args(data_dir: &std::path::Path, market: DevMarket) -> DevArgs {
 async fn a_data_dir_of_the_local_market_is_refused_on_the_atproto_one_with_what_to_do() {
     let data_dir = tempfile::tempdir().unwrap();
     let local = dev::start(
-        &dev_args(data_dir.path(), DevMarket::Local),
+        &dev_args(Some(data_dir.path()), DevMarket::Local),
         StopSignal::never(),
     )
     .await
@@ -112,7 +99,7 @@ async fn a_data_dir_of_the_local_market_is_refused_on_the_atproto_one_with_what_
 
     // Its Requester `local` would run the namespace beside `atproto`: refused, saying how out.
     let error = dev::start(
-        &dev_args(data_dir.path(), DevMarket::AtprotoFake),
+        &dev_args(Some(data_dir.path()), DevMarket::AtprotoFake),
         StopSignal::never(),
     )
     .await
@@ -126,7 +113,7 @@ async fn a_data_dir_of_the_local_market_is_refused_on_the_atproto_one_with_what_
 
     // The local market still opens on it, its Requester kept.
     let again = dev::start(
-        &dev_args(data_dir.path(), DevMarket::Local),
+        &dev_args(Some(data_dir.path()), DevMarket::Local),
         StopSignal::never(),
     )
     .await
