@@ -109,9 +109,9 @@ pub fn declaration_record(declaration: &Declaration) -> Result<Value, serde_json
 /// Only if the declaration cannot be serialized to JSON, which its types rule out.
 pub fn declaration_hash(declaration: &Declaration) -> Result<String, serde_json::Error> {
     let value = serde_json::to_value(declaration)?;
-    let mut canonical = String::new();
+    let mut canonical = Vec::new();
     write_canonical(&value, &mut canonical)?;
-    Ok(hex::encode(Sha256::digest(canonical.as_bytes())))
+    Ok(hex::encode(Sha256::digest(&canonical)))
 }
 
 /// The declaration hash of an Infra spec: `declaration_hash(&declaration(spec))`.
@@ -124,35 +124,37 @@ pub fn infra_declaration_hash(spec: &InfraSpec) -> Result<String, serde_json::Er
 
 /// Writes `value` as JSON with object keys in byte order, whatever order the
 /// map type keeps (serde_json's `preserve_order` may be on in the build).
-fn write_canonical(value: &Value, out: &mut String) -> Result<(), serde_json::Error> {
+/// Keys and scalars are written in place: a String for each was most of the
+/// hash's cost, and the Infra controller hashes its spec on every reconcile.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&serde_json::to_string(key)?);
-                out.push(':');
+                serde_json::to_writer(&mut *out, key)?;
+                out.push(b':');
                 if let Some(v) = map.get(key) {
                     write_canonical(v, out)?;
                 }
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out)?;
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&serde_json::to_string(scalar)?),
+        scalar => serde_json::to_writer(&mut *out, scalar)?,
     }
     Ok(())
 }

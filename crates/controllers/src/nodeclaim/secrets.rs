@@ -164,5 +164,5 @@ fn unchanged_by(current: &CachedJoinSecret, desired: &Secret) -> bool {
 #[must_use]
 pub fn new_token() -> String {
     let bytes: [u8; 32] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
