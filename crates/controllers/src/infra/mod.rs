@@ -150,7 +150,7 @@ pub fn controller(
     reconciler::run(
         controller,
         METRICS_LABEL,
-        concurrency,
+        reconciler::fan_in_queue(concurrency),
         reconcile,
         state,
         None,

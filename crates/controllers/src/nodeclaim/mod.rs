@@ -205,7 +205,7 @@ pub fn controller(
     let by_cluster = reconciler::run(
         by_cluster,
         METRICS_LABEL,
-        concurrency,
+        reconciler::fan_in_queue(concurrency),
         reconcile_cluster,
         runtime.clone(),
         None,

@@ -228,7 +228,7 @@ pub(super) fn controller(
     reconciler::run(
         controller,
         METRICS_LABEL,
-        concurrency,
+        reconciler::queue(concurrency),
         reconcile,
         runtime,
         None,

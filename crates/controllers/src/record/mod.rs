@@ -142,7 +142,7 @@ pub fn controller(
     reconciler::run(
         controller,
         METRICS_LABEL,
-        concurrency,
+        reconciler::queue(concurrency),
         reconcile,
         state,
         None,

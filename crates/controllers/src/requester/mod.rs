@@ -245,7 +245,7 @@ pub fn controller(
     let contracts = reconciler::run(
         contracts,
         CONTRACT_METRICS_LABEL,
-        concurrency,
+        reconciler::queue(concurrency),
         contract::act::reconcile_contract,
         Arc::clone(&rt),
         Some(admission),
@@ -266,7 +266,7 @@ pub fn controller(
     let requesters = reconciler::run(
         requesters,
         ROOT_METRICS_LABEL,
-        concurrency,
+        reconciler::queue(concurrency),
         root::act::reconcile_requester,
         Arc::clone(&rt),
         None,
@@ -278,7 +278,7 @@ pub fn controller(
     let ignored = reconciler::run(
         ignored,
         root::ignored::METRICS_LABEL,
-        1,
+        reconciler::queue(1),
         root::ignored::reconcile,
         rt,
         None,
