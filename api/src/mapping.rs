@@ -5,6 +5,8 @@
 //! the contract entries, nothing else. `clusterRef`, `nodes` and `secrets` name
 //! a tenant, its claims and its Secrets, so they never reach it (nor its hash).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -56,6 +58,61 @@ pub fn compute_contract_spec_for(
         .find(|s| s.contract == entry_name)
         .map(|s| &s.secret_ref);
     Some(compute_contract_spec(entry, node, secret))
+}
+
+/// What each contract entry of an Infra spec is paired with, by entry name:
+/// its entry, node and Secret, found in one pass over the spec's lists.
+///
+/// For a caller that needs the spec of every entry: the Infra controller
+/// does on every reconcile, and [`compute_contract_spec_for`] searching all
+/// three lists for each entry cost a 500-entry Infra 375,000 name
+/// comparisons a reconcile (4 % of the manager's CPU in a scale-up of two
+/// 500-node Clusters).
+///
+/// # Guarantees
+/// [`EntrySpecs::spec_for`] is [`compute_contract_spec_for`] for every name,
+/// duplicates included (the first of a name counts, as a search finds it).
+#[derive(Debug)]
+pub struct EntrySpecs<'a> {
+    entries: BTreeMap<
+        &'a str,
+        (
+            &'a ContractEntry,
+            Option<&'a NodeEntry>,
+            Option<&'a SecretRef>,
+        ),
+    >,
+}
+
+impl<'a> EntrySpecs<'a> {
+    /// The entries of `spec`, each paired with its node and Secret.
+    #[must_use]
+    pub fn of(spec: &'a InfraSpec) -> Self {
+        let mut nodes = BTreeMap::new();
+        for node in &spec.nodes {
+            nodes.entry(node.contract.as_str()).or_insert(node);
+        }
+        let mut secrets = BTreeMap::new();
+        for secret in &spec.secrets {
+            (secrets.entry(secret.contract.as_str())).or_insert(&secret.secret_ref);
+        }
+        let mut entries = BTreeMap::new();
+        for entry in &spec.contracts {
+            let name = entry.name.as_str();
+            entries
+                .entry(name)
+                .or_insert_with(|| (entry, nodes.get(name).copied(), secrets.get(name).copied()));
+        }
+        Self { entries }
+    }
+
+    /// The ComputeContract spec of the entry named `entry_name`; `None` when
+    /// no such entry exists.
+    #[must_use]
+    pub fn spec_for(&self, entry_name: &str) -> Option<ComputeContractSpec> {
+        let (entry, node, secret) = self.entries.get(entry_name)?;
+        Some(compute_contract_spec(entry, *node, *secret))
+    }
 }
 
 /// The publishable part of an Infra: what a record holds and what its hash covers.

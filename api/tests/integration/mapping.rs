@@ -2,9 +2,10 @@
 //! never reaches the published declaration or its hash.
 
 use api::{
-    ClusterKind, ClusterRef, ContractEntry, InfraSpec, Location, NodeClaimRef, NodeEntry, NodeJoin,
-    Receipt, Resources, Role, SecretEntry, SecretRef, Taint, TaintEffect, compute_contract_spec,
-    compute_contract_spec_for, declaration, declaration_hash, infra_declaration_hash,
+    ClusterKind, ClusterRef, ContractEntry, EntrySpecs, InfraSpec, Location, NodeClaimRef,
+    NodeEntry, NodeJoin, Receipt, Resources, Role, SecretEntry, SecretRef, Taint, TaintEffect,
+    compute_contract_spec, compute_contract_spec_for, declaration, declaration_hash,
+    infra_declaration_hash,
 };
 use proptest::prelude::*;
 
@@ -209,6 +210,30 @@ proptest! {
             prop_assert_eq!(spec.secrets_ref, secret);
         }
         prop_assert!(compute_contract_spec_for(&a, "node-absent").is_none());
+    }
+
+    #[test]
+    fn entry_specs_pair_as_the_lookup_by_name_does(
+        (mut a, b) in spec_with_private_variants(),
+        doubled in any::<proptest::sample::Index>(),
+    ) {
+        // A name listed twice in each list (the schema's list-map keys
+        // forbid it, a decide must not depend on that): the first counts.
+        if !a.contracts.is_empty() {
+            let twice = doubled.get(&a.contracts).name.clone();
+            let mut second = doubled.get(&a.contracts).clone();
+            second.resources.cpus += 1;
+            a.contracts.push(second);
+            a.nodes.extend(b.nodes.iter().filter(|n| n.contract == twice).cloned());
+            a.secrets.push(SecretEntry {
+                contract: twice,
+                secret_ref: SecretRef { name: "join-second".into() },
+            });
+        }
+        let specs = EntrySpecs::of(&a);
+        for name in a.contracts.iter().map(|c| c.name.as_str()).chain(["node-absent"]) {
+            prop_assert_eq!(specs.spec_for(name), compute_contract_spec_for(&a, name));
+        }
     }
 }
 

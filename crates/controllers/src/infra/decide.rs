@@ -46,8 +46,8 @@ use std::time::Duration;
 
 use api::names::compute_contract_name;
 use api::{
-    ComputeContract, ComputeContractPhase, ContractState, ContractStatus, Infra, InfraPhase,
-    InfraStatus, compute_contract_spec_for,
+    ComputeContract, ComputeContractPhase, ContractState, ContractStatus, EntrySpecs, Infra,
+    InfraPhase, InfraStatus,
 };
 use chrono::{DateTime, Utc};
 
@@ -233,8 +233,9 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
         .collect();
     entries.sort_unstable();
     entries.dedup();
+    let specs = EntrySpecs::of(&infra.spec);
     for entry in entries {
-        let Some(spec) = compute_contract_spec_for(&infra.spec, entry) else {
+        let Some(spec) = specs.spec_for(entry) else {
             continue;
         };
         let object_name = compute_contract_name(&infra_name, entry);
