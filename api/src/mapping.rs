@@ -94,7 +94,9 @@ impl<'a> EntrySpecs<'a> {
         }
         let mut secrets = BTreeMap::new();
         for secret in &spec.secrets {
-            (secrets.entry(secret.contract.as_str())).or_insert(&secret.secret_ref);
+            secrets
+                .entry(secret.contract.as_str())
+                .or_insert(&secret.secret_ref);
         }
         let mut entries = BTreeMap::new();
         for entry in &spec.contracts {
