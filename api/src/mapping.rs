@@ -70,8 +70,9 @@ pub fn compute_contract_spec_for(
 /// 500-node Clusters).
 ///
 /// # Guarantees
-/// [`EntrySpecs::spec_for`] is [`compute_contract_spec_for`] for every name,
-/// duplicates included (the first of a name counts, as a search finds it).
+/// [`EntrySpecs::iter`] lists every entry name once, in name order, with the
+/// spec [`compute_contract_spec_for`] gives it, duplicates included (the
+/// first of a name counts, as a search finds it).
 #[derive(Debug)]
 pub struct EntrySpecs<'a> {
     entries: BTreeMap<
@@ -108,12 +109,11 @@ impl<'a> EntrySpecs<'a> {
         Self { entries }
     }
 
-    /// The ComputeContract spec of the entry named `entry_name`; `None` when
-    /// no such entry exists.
-    #[must_use]
-    pub fn spec_for(&self, entry_name: &str) -> Option<ComputeContractSpec> {
-        let (entry, node, secret) = self.entries.get(entry_name)?;
-        Some(compute_contract_spec(entry, *node, *secret))
+    /// Each entry's name and ComputeContract spec, in name order, each name once.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, ComputeContractSpec)> + '_ {
+        (self.entries.iter()).map(|(name, (entry, node, secret))| {
+            (*name, compute_contract_spec(entry, *node, *secret))
+        })
     }
 }
 

@@ -225,19 +225,7 @@ pub fn decide_live(observed_input: &Observed<'_>) -> InfraPlan {
     let mut live_rows = Vec::new();
     let mut matched = BTreeSet::new();
 
-    let mut entries: Vec<&str> = infra
-        .spec
-        .contracts
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    entries.sort_unstable();
-    entries.dedup();
-    let specs = EntrySpecs::of(&infra.spec);
-    for entry in entries {
-        let Some(spec) = specs.spec_for(entry) else {
-            continue;
-        };
+    for (entry, spec) in EntrySpecs::of(&infra.spec).iter() {
         let object_name = compute_contract_name(&infra_name, entry);
         let old = old_rows.get(entry);
         let released_by_us = old.is_some_and(|r| r.state == ContractState::Released)
