@@ -15,8 +15,6 @@ use std::fmt;
 const HYPHENS: [usize; 4] = [8, 13, 18, 23];
 /// The length of a UUID's text form.
 const UUID_LEN: usize = 36;
-/// The lowercase hex digits, by value.
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// A uid as the caches keep it. See the [module docs](self).
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -69,10 +67,10 @@ impl fmt::Display for KeptUid {
             // into text for every object a reconcile reads.
             Self::Uuid(uuid) => {
                 let mut text = [b'-'; UUID_LEN];
-                let places = (0..UUID_LEN).filter(|at| !HYPHENS.contains(at));
-                let digits = uuid.iter().flat_map(|byte| [byte >> 4, byte & 0x0f]);
-                for (at, digit) in places.zip(digits) {
-                    text[at] = HEX_DIGITS[usize::from(digit)];
+                // Each group of bytes and where its digits start, between the hyphens.
+                for (bytes, at) in [(0..4, 0), (4..6, 9), (6..8, 14), (8..10, 19), (10..16, 24)] {
+                    let digits = &mut text[at..at + 2 * bytes.len()];
+                    hex::encode_to_slice(&uuid[bytes], digits).map_err(|_| fmt::Error)?;
                 }
                 // Only ASCII digits and hyphens were written.
                 f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
