@@ -27,13 +27,15 @@ demo:
     cargo run -p manager -- demo
 
 # Every benchmark, in release: the embedded API server, then the controllers on it: one life of
-# 100 nodes, the manager alone in its process (memory), throughput, latency, the curve to 3,000 nodes,
+# 100 nodes, the manager alone in its process (memory), throughput (100 Clusters of 10, then one
+# Cluster of 1,000), latency, the curve to 3,000 nodes,
 # the manager's memory after a restart on 10,000 nodes, and what one cached object of each kind weighs.
 bench:
     cargo run --release -p apiserver --example bench_apiserver
     cargo run --release -p manager --example bench_scale
     cargo run --release -p manager --example bench_scale -- --external --clusters 100 --nodes 10
     cargo run --release -p manager --example bench_scale -- --throughput
+    cargo run --release -p manager --example bench_scale -- --throughput --external --clusters 1 --nodes 1000
     cargo run --release -p manager --example bench_scale -- --latency
     cargo run --release -p manager --example bench_scale -- --curve
     cargo run --release -p manager --example bench_scale -- --restart --external

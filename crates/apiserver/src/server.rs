@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::middleware::from_fn_with_state;
+use axum::serve::ListenerExt;
+use axum_server::accept::NoDelayAcceptor;
 use base64::Engine;
 use tokio::task::JoinHandle;
 
@@ -235,13 +237,20 @@ impl ApiServerBuilder {
             .layer(from_fn_with_state(gate, auth::guard))
             .into_make_service_with_connect_info::<SocketAddr>();
         let stop = app.shutdown.clone();
+        // Every connection sends without Nagle's delay (TCP_NODELAY), as
+        // kube-apiserver's do: Go sets it on every TCP connection. Without
+        // it a client with few requests in flight waited on its own delayed
+        // ACK before each small answer: one Cluster of 1,000 claims reached
+        // Deployed after 10.7 s, against 3.5 s with it (bench-scale
+        // --throughput --clusters 1 --nodes 1000).
         let server = match &tls {
             Some(identity) => {
                 let handle = axum_server::Handle::new();
                 let config =
                     axum_server::tls_rustls::RustlsConfig::from_config(identity.server_config());
                 let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
-                    .handshake_timeout(HANDSHAKE_TIMEOUT);
+                    .handshake_timeout(HANDSHAKE_TIMEOUT)
+                    .acceptor(NoDelayAcceptor::new());
                 let serving = axum_server::from_tcp(listener)
                     .map_err(|source| ServerError::Bind { addr, source })?
                     .acceptor(acceptor)
@@ -261,7 +270,12 @@ impl ApiServerBuilder {
             }
             None => {
                 let listener = tokio::net::TcpListener::from_std(listener)
-                    .map_err(|source| ServerError::Bind { addr, source })?;
+                    .map_err(|source| ServerError::Bind { addr, source })?
+                    .tap_io(|stream| {
+                        if let Err(error) = stream.set_nodelay(true) {
+                            tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
+                        }
+                    });
                 tokio::spawn(async move {
                     let serving = axum::serve(listener, router)
                         .with_graceful_shutdown(stop.cancelled_owned());
