@@ -31,6 +31,7 @@ use std::sync::Arc;
 use api::Infra;
 use controllers::cache::decode::Decoded;
 use controllers::cache::keep::Keep;
+use controllers::nodeclaim::compose::node_name;
 use controllers::cache::{
     CachedClaim, CachedContract, CachedInfra, Claims, JoinSecrets, WatchedJoinSecret,
 };
@@ -116,7 +117,9 @@ fn infra_of(json: &str, nodes: usize) -> String {
                 item["nodeClaimRef"]["name"] = format!("worker-{copy}").into();
                 item["nodeClaimRef"]["uid"] =
                     format!("{copy:08x}-0000-4000-8000-000000000000").into();
-                item["nodeJoin"]["nodeName"] = format!("worker-{copy}-{copy:06x}").into();
+                // The node name the NodeClaim controller gives it.
+                item["nodeJoin"]["nodeName"] =
+                    node_name(&format!("worker-{copy}"), &entry).into();
                 item["nodeJoin"]["labels"][api::names::CONTRACT_LABEL] = entry.clone().into();
             }
             _ => {
