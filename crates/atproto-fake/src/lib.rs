@@ -44,6 +44,7 @@ pub mod web;
 
 use std::net::SocketAddr;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -231,6 +232,10 @@ pub(crate) fn spawn(
         http::apply_faults,
     ));
     tasks.push(tokio::spawn(async move {
+        // Answers leave at once (TCP_NODELAY): a test's round trips do not wait on Nagle's algorithm.
+        let listener = listener.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        });
         if let Err(e) = axum::serve(listener, router).await {
             tracing::error!(%e, "fake atproto service stopped");
         }

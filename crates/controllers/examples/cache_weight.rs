@@ -31,10 +31,10 @@ use std::sync::Arc;
 use api::Infra;
 use controllers::cache::decode::Decoded;
 use controllers::cache::keep::Keep;
-use controllers::nodeclaim::compose::node_name;
 use controllers::cache::{
     CachedClaim, CachedContract, CachedInfra, Claims, JoinSecrets, WatchedJoinSecret,
 };
+use controllers::nodeclaim::compose::node_name;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
@@ -118,8 +118,7 @@ fn infra_of(json: &str, nodes: usize) -> String {
                 item["nodeClaimRef"]["uid"] =
                     format!("{copy:08x}-0000-4000-8000-000000000000").into();
                 // The node name the NodeClaim controller gives it.
-                item["nodeJoin"]["nodeName"] =
-                    node_name(&format!("worker-{copy}"), &entry).into();
+                item["nodeJoin"]["nodeName"] = node_name(&format!("worker-{copy}"), &entry).into();
                 item["nodeJoin"]["labels"][api::names::CONTRACT_LABEL] = entry.clone().into();
             }
             _ => {

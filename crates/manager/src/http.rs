@@ -21,6 +21,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
@@ -159,7 +160,13 @@ impl HttpServer {
     ) -> Result<(), HttpError> {
         let addr = self.addr;
         tracing::info!(%addr, "serving {what}");
-        axum::serve(self.listener, router)
+        // Answers leave at once (TCP_NODELAY), as Go's servers send theirs.
+        let listener = self.listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
+            }
+        });
+        axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| HttpError::Serve { addr, source })
