@@ -51,7 +51,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use crate::cache::index::{Key, key_of, key_ref};
 
 /// How many keys a gated controller holds at once by default: a few times
-/// the Requester's concurrency (32), so its runner never waits on the window.
+/// the Requester's concurrency (64), so its runner never waits on the window.
 pub const DEFAULT_WINDOW: usize = 256;
 
 /// Hands a controller its triggers, at most a window of unfinished keys at

@@ -23,11 +23,15 @@ pub struct ControllerOptions {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub infra_concurrency: u16,
     /// ComputeContracts (and Requesters) reconciled at once. A contract's
-    /// reconcile mostly waits (a status write, a market call, the receipt's
-    /// patch, one after another), and a bid window ends for a whole burst of
-    /// contracts at once: at 8, 1,000 new contracts queued for up to a
-    /// second behind each other before their windows opened.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// reconcile mostly waits (a read, a status write, a market call, the
+    /// receipt's patch, one after another), and a bid window ends for a
+    /// whole burst of contracts at once: at 8, 1,000 new contracts queued
+    /// for up to a second behind each other before their windows opened;
+    /// at 32, the 1,000 contracts one large Cluster's Infra creates at once
+    /// still did (plan 0016 C6). At most the admission window
+    /// (`controllers::admission::DEFAULT_WINDOW`): the controller is never
+    /// handed more keys than that at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub requester_concurrency: u16,
     /// Clusters (NodeClaim keys) reconciled at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -43,7 +47,7 @@ impl Default for ControllerOptions {
         Self {
             contract_namespace: api::DEFAULT_CONTRACT_NAMESPACE.to_owned(),
             infra_concurrency: 4,
-            requester_concurrency: 32,
+            requester_concurrency: 64,
             nodeclaim_concurrency: 4,
             guest_poll_seconds: 60,
         }
