@@ -42,6 +42,10 @@ pub struct ControllerOptions {
     pub guest_poll_seconds: u64,
 }
 
+// `--requester-concurrency` takes at most the admission window, written as
+// a literal in its clap range: a window changed without it stops the build.
+const _: () = assert!(controllers::admission::DEFAULT_WINDOW == 256);
+
 impl Default for ControllerOptions {
     fn default() -> Self {
         Self {
