@@ -4,10 +4,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{
-    Bid, ContractKey, Frequency, Location, MarketError, Receipt, RequestForProposal, Resources,
-    RfpId,
-};
+use crate::{Bid, ContractKey, Frequency, Location, MarketError, Receipt, Resources, RfpId};
 
 /// The terms both sides agreed to when a bid was accepted; its content id is
 /// the receipt's `cid`.
@@ -28,15 +25,6 @@ pub struct Agreement {
 }
 
 impl Agreement {
-    /// Whether `request` asks for what this agreement's RFP asked for.
-    #[must_use]
-    pub(crate) fn is_for(&self, request: &RequestForProposal) -> bool {
-        self.contract == request.contract
-            && self.owner_did == request.owner_did
-            && self.resources == request.resources
-            && self.location == request.location
-    }
-
     /// The content id of the agreement: `sha256:` and the hex digest of a
     /// canonical, length-prefixed encoding of every field.
     ///
@@ -45,6 +33,51 @@ impl Agreement {
     /// statuses and annotations still verify; any other price adds its scale
     /// and frequency.
     #[must_use]
+    pub fn content_id(&self) -> String {
+        Terms {
+            rfp: self.rfp.as_str(),
+            namespace: &self.contract.namespace,
+            name: &self.contract.name,
+            owner_did: &self.owner_did,
+            resources: &self.resources,
+            location: &self.location,
+            bid: &self.bid,
+        }
+        .content_id()
+    }
+
+    /// Checks that `receipt`'s `cid` is this agreement's content id.
+    ///
+    /// # Errors
+    /// [`MarketError::InvalidReceipt`] when it is not.
+    pub fn verify(&self, receipt: &Receipt) -> Result<(), MarketError> {
+        if receipt.cid == self.content_id() {
+            Ok(())
+        } else {
+            Err(MarketError::InvalidReceipt {
+                uri: receipt.uri.clone(),
+                reason: "cid does not match the agreement".to_owned(),
+            })
+        }
+    }
+}
+
+/// The terms an agreement's content id is computed from: an [`Agreement`]'s,
+/// or a rented guest's, which keeps what its market's guests share once
+/// (`records::KeptAgreement`).
+pub(crate) struct Terms<'a> {
+    pub rfp: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub owner_did: &'a str,
+    pub resources: &'a Resources,
+    pub location: &'a Location,
+    pub bid: &'a Bid,
+}
+
+impl Terms<'_> {
+    /// The content id of the agreement of these terms: see
+    /// [`Agreement::content_id`].
     pub fn content_id(&self) -> String {
         let mut hasher = Sha256::new();
         let region = self.location.region.as_deref().unwrap_or("");
@@ -59,10 +92,10 @@ impl Agreement {
         ];
         let texts = [
             "socialweb.computer/agreement/v1",
-            self.rfp.as_str(),
-            &self.contract.namespace,
-            &self.contract.name,
-            &self.owner_did,
+            self.rfp,
+            self.namespace,
+            self.name,
+            self.owner_did,
             &self.location.country,
             region,
             &self.bid.bidder,
@@ -82,21 +115,6 @@ impl Agreement {
             hasher.update(u64::from(price.cost.scale()).to_le_bytes());
         }
         format!("sha256:{}", hex::encode(hasher.finalize()))
-    }
-
-    /// Checks that `receipt`'s `cid` is this agreement's content id.
-    ///
-    /// # Errors
-    /// [`MarketError::InvalidReceipt`] when it is not.
-    pub fn verify(&self, receipt: &Receipt) -> Result<(), MarketError> {
-        if receipt.cid == self.content_id() {
-            Ok(())
-        } else {
-            Err(MarketError::InvalidReceipt {
-                uri: receipt.uri.clone(),
-                reason: "cid does not match the agreement".to_owned(),
-            })
-        }
     }
 }
 

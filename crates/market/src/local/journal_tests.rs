@@ -31,7 +31,7 @@ fn rent(journal: &mut Journal, state: &mut MarketState, contract: &str) -> Strin
     };
     commit(journal, state, published);
     let mut guest = record(contract, 0, None);
-    guest.agreement.rfp = rfp.clone();
+    guest.set_rfp(rfp.clone());
     let id = bidders::guest_id(&rfp);
     let accepted = Change::Accepted {
         guest: id.clone(),
@@ -164,7 +164,7 @@ fn a_legacy_state_file_becomes_a_journal() {
     let open = bidders::rfp_id(&key, 1);
     let guest = |rfp: &RfpId, released_at_ms: Option<u64>| {
         let mut guest = record("a", 0, None);
-        guest.agreement.rfp = rfp.clone();
+        guest.set_rfp(rfp.clone());
         let mut value = serde_json::to_value(guest).unwrap();
         value["released_at_ms"] = serde_json::json!(released_at_ms);
         value

@@ -40,6 +40,7 @@ mod agreement;
 mod bidders;
 mod journal;
 mod records;
+mod shared;
 mod state;
 
 pub use agreement::Agreement;
@@ -408,7 +409,7 @@ fn accepted(state: &MarketState, rfp: &RfpId) -> Result<Option<(Bid, Receipt)>, 
             )))
         }
         RfpLookup::Published(_) => Ok(None),
-        RfpLookup::Rented(guest) => Ok(Some((guest.agreement.bid.clone(), guest.receipt()))),
+        RfpLookup::Rented(guest) => Ok(Some((guest.bid().clone(), guest.receipt()))),
     }
 }
 
@@ -427,7 +428,7 @@ impl Market for LocalMarket {
         };
         let first_terms = match inner.state.rfp(&id) {
             RfpLookup::Published(request) => Some(*request == rfp),
-            RfpLookup::Rented(guest) => Some(guest.agreement.is_for(&rfp)),
+            RfpLookup::Rented(guest) => Some(guest.is_for(&rfp)),
             RfpLookup::Closed(_) | RfpLookup::Unknown => None,
         };
         if let Some(same) = first_terms {

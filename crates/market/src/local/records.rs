@@ -2,12 +2,17 @@
 
 use std::borrow::Cow;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Agreement, bidders};
-use crate::{Bid, ContractKey, GuestInfo, GuestStatus, Receipt, RequestForProposal, RfpId};
+use super::agreement::Terms;
+use super::{Agreement, bidders, shared};
+use crate::{
+    Bid, ContractKey, GuestInfo, GuestStatus, Location, Receipt, RequestForProposal, Resources,
+    RfpId,
+};
 
 /// A published RFP as the legacy state file kept it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +33,7 @@ pub(crate) struct RfpRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "JournaledGuest", into = "JournaledGuest")]
 pub(crate) struct GuestRecord {
-    pub agreement: Agreement,
+    agreement: KeptAgreement,
     /// The receipt issued, when it is not the derived one; boxed, as it is
     /// normally absent.
     issued: Option<Box<Receipt>>,
@@ -45,10 +50,77 @@ pub(crate) struct GuestRecord {
 }
 
 /// The market holds each guest boxed, and an allocator serves the box from a
-/// size class: mimalloc's are 320 and 384 bytes here, so 8 bytes more would
-/// cost 64 a guest (plan 0018 R7). What keeps it under: the boxed failure
-/// and the bid's boxed record, both rare.
-const _: () = assert!(size_of::<GuestRecord>() <= 320);
+/// size class: mimalloc's are 160, 192 and 224 bytes here, so 8 bytes more
+/// would cost 32 a guest (plan 0018 R7). What keeps it under: the boxed
+/// failure (rare) and what the market's guests share kept once
+/// ([`KeptAgreement`]).
+const _: () = assert!(size_of::<GuestRecord>() <= 192);
+
+/// An [`Agreement`] as a rented guest keeps it: its contract's namespace,
+/// its owner's DID, its location and its bid shared with every guest of
+/// equal ones ([`shared`]), its RFP and its contract's name its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeptAgreement {
+    rfp: RfpId,
+    name: Box<str>,
+    namespace: Arc<str>,
+    owner_did: Arc<str>,
+    resources: Resources,
+    location: Arc<Location>,
+    bid: Arc<Bid>,
+}
+
+impl From<Agreement> for KeptAgreement {
+    fn from(agreement: Agreement) -> Self {
+        let Agreement {
+            rfp,
+            contract: ContractKey { namespace, name },
+            owner_did,
+            resources,
+            location,
+            bid,
+        } = agreement;
+        Self {
+            rfp,
+            name: name.into_boxed_str(),
+            namespace: shared::text(&namespace),
+            owner_did: shared::text(&owner_did),
+            resources,
+            location: shared::location(location),
+            bid: shared::bid(bid),
+        }
+    }
+}
+
+impl KeptAgreement {
+    fn agreement(&self) -> Agreement {
+        Agreement {
+            rfp: self.rfp.clone(),
+            contract: self.contract(),
+            owner_did: self.owner_did.to_string(),
+            resources: self.resources,
+            location: Location::clone(&self.location),
+            bid: Bid::clone(&self.bid),
+        }
+    }
+
+    fn contract(&self) -> ContractKey {
+        ContractKey::new(self.namespace.as_ref(), self.name.as_ref())
+    }
+
+    fn content_id(&self) -> String {
+        Terms {
+            rfp: self.rfp.as_str(),
+            namespace: &self.namespace,
+            name: &self.name,
+            owner_did: &self.owner_did,
+            resources: &self.resources,
+            location: &self.location,
+            bid: &self.bid,
+        }
+        .content_id()
+    }
+}
 
 /// A guest's address and node identity as its record keeps them. The local
 /// market gives each guest an IPv4 address and a `guest-` + 12 hex digits
@@ -137,7 +209,7 @@ impl From<GuestRecord> for JournaledGuest {
     fn from(record: GuestRecord) -> Self {
         let receipt = record.receipt();
         Self {
-            agreement: record.agreement,
+            agreement: record.agreement.agreement(),
             receipt,
             accepted_at_ms: record.accepted_at_ms,
             boot_delay_ms: record.boot_delay_ms,
@@ -163,7 +235,7 @@ impl GuestRecord {
         node_id: String,
     ) -> Self {
         Self {
-            agreement,
+            agreement: KeptAgreement::from(agreement),
             issued: None,
             accepted_at_ms,
             boot_delay_ms,
@@ -172,6 +244,32 @@ impl GuestRecord {
             network: GuestNetwork::new(address, node_id),
             node_lost: false,
         }
+    }
+
+    /// The RFP it was rented for.
+    pub fn rfp(&self) -> &RfpId {
+        &self.agreement.rfp
+    }
+
+    /// The accepted bid.
+    pub fn bid(&self) -> &Bid {
+        &self.agreement.bid
+    }
+
+    /// Whether `request` asks for what its agreement's RFP asked for.
+    pub fn is_for(&self, request: &RequestForProposal) -> bool {
+        let kept = &self.agreement;
+        *kept.namespace == request.contract.namespace
+            && *kept.name == request.contract.name
+            && *kept.owner_did == request.owner_did
+            && kept.resources == request.resources
+            && *kept.location == request.location
+    }
+
+    /// Rents it for RFP `rfp` instead (a test's record made for another round).
+    #[cfg(test)]
+    pub fn set_rfp(&mut self, rfp: RfpId) {
+        self.agreement.rfp = rfp;
     }
 
     /// The receipt issued for the guest: the one kept, else the uri of its
@@ -242,8 +340,8 @@ impl GuestRecord {
         GuestInfo {
             receipt: self.receipt(),
             rfp: self.agreement.rfp.clone(),
-            contract: self.agreement.contract.clone(),
-            owner_did: self.agreement.owner_did.clone(),
+            contract: self.agreement.contract(),
+            owner_did: self.agreement.owner_did.to_string(),
             provider: self.agreement.bid.bidder.clone(),
             price: self.agreement.bid.price.clone(),
             status: self.status_at(now_ms),
@@ -254,8 +352,8 @@ impl GuestRecord {
     pub fn tombstone(&self, released_at_ms: u64) -> ReleasedGuest {
         ReleasedGuest {
             rfp: self.agreement.rfp.clone(),
-            contract: self.agreement.contract.clone(),
-            bid: self.agreement.bid.clone(),
+            contract: self.agreement.contract(),
+            bid: Bid::clone(&self.agreement.bid),
             cid: self.cid().into_owned(),
             released_at_ms,
         }
@@ -375,6 +473,66 @@ pub(crate) mod tests {
         ) {
             let kept = GuestNetwork::new(address.clone(), node_id.clone());
             proptest::prop_assert_eq!((kept.address(), kept.node_id()), (address, node_id));
+        }
+    }
+
+    proptest::prop_compose! {
+        fn an_agreement()(
+            rfp in "rfp-[a-z0-9]{0,8}",
+            namespace in "[a-z]{1,3}",
+            name in "[a-z0-9-]{0,10}",
+            owner_did in "did:[a-z]{1,2}",
+            cpus in 0u32..3,
+            country in "[A-Z]{2}",
+            region in proptest::option::of("[A-Z]{0,2}"),
+            bidder in "did:[a-z]{1,2}",
+            cost in 0u64..3,
+            currency in "EUR|USD|",
+        ) -> Agreement {
+            Agreement {
+                rfp: RfpId::new(rfp),
+                contract: ContractKey::new(namespace, name),
+                owner_did,
+                resources: Resources { cpus, ..Resources::default() },
+                location: Location { country, region },
+                bid: Bid::new(bidder, Price::hourly(cost, currency)),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A guest keeps what its market's guests share once, and still
+        /// reads back the agreement it was rented on: the same terms, the
+        /// same content id (its receipt's cid), the same answer to whether
+        /// a request is the one it was rented for.
+        #[test]
+        fn a_kept_agreement_reads_back_as_it_came(
+            agreement in an_agreement(),
+            other_terms in an_agreement(),
+        ) {
+            let rented = |agreement: Agreement| GuestRecord::rented(
+                agreement, 0, 0, 0, None, "10.0.0.1".to_owned(), "guest-1".to_owned(),
+            );
+            let guest = rented(agreement.clone());
+            proptest::prop_assert_eq!(&guest.agreement.agreement(), &agreement);
+            proptest::prop_assert_eq!(guest.cid(), agreement.content_id());
+            let request_of = |terms: &Agreement| RequestForProposal {
+                contract: terms.contract.clone(),
+                resources: terms.resources,
+                location: terms.location.clone(),
+                owner_did: terms.owner_did.clone(),
+            };
+            proptest::prop_assert!(guest.is_for(&request_of(&agreement)));
+            let other = request_of(&other_terms);
+            let same_terms = other.contract == agreement.contract
+                && other.owner_did == agreement.owner_did
+                && other.resources == agreement.resources
+                && other.location == agreement.location;
+            proptest::prop_assert_eq!(guest.is_for(&other), same_terms);
+            // Another guest of the same terms shares them.
+            let twin = rented(agreement);
+            proptest::prop_assert!(Arc::ptr_eq(&guest.agreement.bid, &twin.agreement.bid));
+            proptest::prop_assert!(Arc::ptr_eq(&guest.agreement.owner_did, &twin.agreement.owner_did));
         }
     }
 

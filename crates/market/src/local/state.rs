@@ -138,9 +138,9 @@ impl MarketState {
                 }
             }
             Change::Accepted { guest, record } => {
-                self.rfps.remove(&record.agreement.rfp);
+                self.rfps.remove(record.rfp());
                 self.load
-                    .entry(record.agreement.bid.bidder.clone())
+                    .entry(record.bid().bidder.clone())
                     .or_default()
                     .add(&record);
                 if let Some(replaced) = self.guests.insert(guest, record) {
@@ -155,7 +155,7 @@ impl MarketState {
             Change::Released { guest, at_ms } => {
                 if let Some(record) = self.guests.remove(&guest) {
                     self.unload(&record);
-                    self.rfps.remove(&record.agreement.rfp);
+                    self.rfps.remove(record.rfp());
                     self.close(guest, record.tombstone(at_ms));
                 }
             }
@@ -168,7 +168,7 @@ impl MarketState {
     }
 
     fn unload(&mut self, record: &GuestRecord) {
-        let bidder = &record.agreement.bid.bidder;
+        let bidder = &record.bid().bidder;
         if let Some(load) = self.load.get_mut(bidder) {
             load.remove(record);
             if load.is_empty() {
@@ -204,7 +204,7 @@ impl MarketState {
         }
         // One guest per RFP, its id derived from the RFP's.
         let guest = bidders::guest_id(id);
-        if let Some(rented) = self.guests.get(&guest).filter(|g| g.agreement.rfp == *id) {
+        if let Some(rented) = self.guests.get(&guest).filter(|g| g.rfp() == id) {
             return RfpLookup::Rented(rented);
         }
         match self.released.get(&guest) {
@@ -217,7 +217,7 @@ impl MarketState {
     fn rented(&self, id: &RfpId) -> bool {
         self.guests
             .get(&bidders::guest_id(id))
-            .is_some_and(|g| g.agreement.rfp == *id)
+            .is_some_and(|g| g.rfp() == id)
     }
 
     pub fn guest(&self, id: &str) -> Option<&GuestRecord> {
@@ -325,7 +325,7 @@ mod tests {
             request: request(contract),
         });
         let mut guest = record(contract, 1_000, failure);
-        guest.agreement.rfp = rfp.clone();
+        guest.set_rfp(rfp.clone());
         let id = bidders::guest_id(&rfp);
         state.apply(Change::Accepted {
             guest: id.clone(),
