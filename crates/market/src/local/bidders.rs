@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::ids::{GUEST_PREFIX, RFP_PREFIX};
 use crate::{Bid, ContractKey, MarketError, Price, Resources, RfpId};
 
 /// One simulated provider of the local market.
@@ -178,13 +179,13 @@ pub(crate) fn rfp_id(contract: &ContractKey, round: u32) -> RfpId {
         parts.push(&round_bytes);
     }
     let hash = digest(&parts);
-    RfpId::new(format!("rfp-{}", &hex::encode(hash)[..20]))
+    RfpId::new(format!("{RFP_PREFIX}{}", &hex::encode(hash)[..20]))
 }
 
 /// The guest id of an RFP's guest (one guest per RFP).
 pub(crate) fn guest_id(rfp: &RfpId) -> String {
     let hash = digest(&[b"guest", rfp.as_str().as_bytes()]);
-    format!("g-{}", &hex::encode(hash)[..20])
+    format!("{GUEST_PREFIX}{}", &hex::encode(hash)[..20])
 }
 
 /// Whether `bidder` fails to boot the guest of `contract`: a hash of the seed,

@@ -38,6 +38,7 @@
 
 mod agreement;
 mod bidders;
+mod ids;
 mod journal;
 mod records;
 mod shared;

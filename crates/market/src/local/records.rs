@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::agreement::Terms;
+use super::ids::{KeptId, RFP_PREFIX};
 use super::{Agreement, bidders, shared};
 use crate::{
     Bid, ContractKey, GuestInfo, GuestStatus, Location, Receipt, RequestForProposal, Resources,
@@ -61,7 +62,7 @@ const _: () = assert!(size_of::<GuestRecord>() <= 192);
 /// equal ones ([`shared`]), its RFP and its contract's name its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct KeptAgreement {
-    rfp: RfpId,
+    rfp: KeptId,
     name: Box<str>,
     namespace: Arc<str>,
     owner_did: Arc<str>,
@@ -81,7 +82,7 @@ impl From<Agreement> for KeptAgreement {
             bid,
         } = agreement;
         Self {
-            rfp,
+            rfp: KeptId::new(rfp.as_str(), RFP_PREFIX),
             name: name.into_boxed_str(),
             namespace: shared::text(&namespace),
             owner_did: shared::text(&owner_did),
@@ -95,7 +96,7 @@ impl From<Agreement> for KeptAgreement {
 impl KeptAgreement {
     fn agreement(&self) -> Agreement {
         Agreement {
-            rfp: self.rfp.clone(),
+            rfp: self.rfp(),
             contract: self.contract(),
             owner_did: self.owner_did.to_string(),
             resources: self.resources,
@@ -104,13 +105,18 @@ impl KeptAgreement {
         }
     }
 
+    fn rfp(&self) -> RfpId {
+        RfpId::new(self.rfp.text(RFP_PREFIX))
+    }
+
     fn contract(&self) -> ContractKey {
         ContractKey::new(self.namespace.as_ref(), self.name.as_ref())
     }
 
     fn content_id(&self) -> String {
+        let rfp = self.rfp();
         Terms {
-            rfp: self.rfp.as_str(),
+            rfp: rfp.as_str(),
             namespace: &self.namespace,
             name: &self.name,
             owner_did: &self.owner_did,
@@ -247,8 +253,13 @@ impl GuestRecord {
     }
 
     /// The RFP it was rented for.
-    pub fn rfp(&self) -> &RfpId {
-        &self.agreement.rfp
+    pub fn rfp(&self) -> RfpId {
+        self.agreement.rfp()
+    }
+
+    /// Whether it was rented for RFP `id`.
+    pub fn is_rented_for(&self, id: &RfpId) -> bool {
+        self.agreement.rfp == KeptId::new(id.as_str(), RFP_PREFIX)
     }
 
     /// The accepted bid.
@@ -269,7 +280,7 @@ impl GuestRecord {
     /// Rents it for RFP `rfp` instead (a test's record made for another round).
     #[cfg(test)]
     pub fn set_rfp(&mut self, rfp: RfpId) {
-        self.agreement.rfp = rfp;
+        self.agreement.rfp = KeptId::new(rfp.as_str(), RFP_PREFIX);
     }
 
     /// The receipt issued for the guest: the one kept, else the uri of its
@@ -277,10 +288,7 @@ impl GuestRecord {
     pub fn receipt(&self) -> Receipt {
         match &self.issued {
             Some(issued) => issued.as_ref().clone(),
-            None => super::receipt_of(
-                &bidders::guest_id(&self.agreement.rfp),
-                self.agreement.content_id(),
-            ),
+            None => super::receipt_of(&bidders::guest_id(&self.rfp()), self.agreement.content_id()),
         }
     }
 
@@ -339,7 +347,7 @@ impl GuestRecord {
     pub fn info(&self, now_ms: u64) -> GuestInfo {
         GuestInfo {
             receipt: self.receipt(),
-            rfp: self.agreement.rfp.clone(),
+            rfp: self.rfp(),
             contract: self.agreement.contract(),
             owner_did: self.agreement.owner_did.to_string(),
             provider: self.agreement.bid.bidder.clone(),
@@ -351,7 +359,7 @@ impl GuestRecord {
     /// What is kept of the guest once released.
     pub fn tombstone(&self, released_at_ms: u64) -> ReleasedGuest {
         ReleasedGuest {
-            rfp: self.agreement.rfp.clone(),
+            rfp: self.rfp(),
             contract: self.agreement.contract(),
             bid: Bid::clone(&self.agreement.bid),
             cid: self.cid().into_owned(),
@@ -431,7 +439,7 @@ pub(crate) mod tests {
         let json = serde_json::to_value(&guest).unwrap();
         assert_eq!(
             json["receipt"]["uri"],
-            format!("local://guests/{}", bidders::guest_id(&guest.agreement.rfp))
+            format!("local://guests/{}", bidders::guest_id(&guest.rfp()))
         );
         assert_eq!(json["receipt"]["cid"], guest.agreement.content_id());
         let read: GuestRecord = serde_json::from_value(json).unwrap();

@@ -12,6 +12,7 @@ use std::ops::Bound;
 use serde::{Deserialize, Serialize};
 
 use super::bidders;
+use super::ids::GuestKey;
 use super::records::{GuestRecord, ReleasedGuest};
 use crate::{ContractKey, RequestForProposal, RfpId};
 
@@ -115,10 +116,10 @@ pub(crate) struct MarketState {
     /// and a map's table keeps up to half its slots empty, so inline records
     /// cost about 250 bytes a guest of empty slots (10,000 guests in 16,384
     /// slots); the journal's accept change brings each record boxed already.
-    guests: HashMap<String, Box<GuestRecord>>,
+    guests: HashMap<GuestKey, Box<GuestRecord>>,
     /// Released guests by guest id, so a late status poll still says
     /// Terminated and a closed RFP still answers with its bid.
-    released: HashMap<String, ReleasedGuest>,
+    released: HashMap<GuestKey, ReleasedGuest>,
     /// Per contract, how many of its rounds closed (guests released): the
     /// number of its open round.
     closed_rounds: HashMap<ContractKey, u64>,
@@ -138,28 +139,29 @@ impl MarketState {
                 }
             }
             Change::Accepted { guest, record } => {
-                self.rfps.remove(record.rfp());
+                self.rfps.remove(&record.rfp());
                 self.load
                     .entry(record.bid().bidder.clone())
                     .or_default()
                     .add(&record);
-                if let Some(replaced) = self.guests.insert(guest, record) {
+                if let Some(replaced) = self.guests.insert(GuestKey::of(&guest), record) {
                     self.unload(&replaced);
                 }
             }
             Change::NodeLost { guest } => {
-                if let Some(record) = self.guests.get_mut(&guest) {
+                if let Some(record) = self.guests.get_mut(&GuestKey::of(&guest)) {
                     record.node_lost = true;
                 }
             }
             Change::Released { guest, at_ms } => {
-                if let Some(record) = self.guests.remove(&guest) {
+                if let Some(record) = self.guests.remove(&GuestKey::of(&guest)) {
                     self.unload(&record);
-                    self.rfps.remove(record.rfp());
-                    self.close(guest, record.tombstone(at_ms));
+                    self.rfps.remove(&record.rfp());
+                    self.close(GuestKey::of(&guest), record.tombstone(at_ms));
                 }
             }
             Change::Tombstone { guest, released } => {
+                let guest = GuestKey::of(&guest);
                 if !self.released.contains_key(&guest) {
                     self.close(guest, released);
                 }
@@ -177,7 +179,7 @@ impl MarketState {
         }
     }
 
-    fn close(&mut self, guest: String, released: ReleasedGuest) {
+    fn close(&mut self, guest: GuestKey, released: ReleasedGuest) {
         *self
             .closed_rounds
             .entry(released.contract.clone())
@@ -203,8 +205,8 @@ impl MarketState {
             return RfpLookup::Published(request);
         }
         // One guest per RFP, its id derived from the RFP's.
-        let guest = bidders::guest_id(id);
-        if let Some(rented) = self.guests.get(&guest).filter(|g| g.rfp() == id) {
+        let guest = GuestKey::of(&bidders::guest_id(id));
+        if let Some(rented) = self.guests.get(&guest).filter(|g| g.is_rented_for(id)) {
             return RfpLookup::Rented(rented);
         }
         match self.released.get(&guest) {
@@ -216,16 +218,16 @@ impl MarketState {
     /// Whether the guest of RFP `id` is rented and not released.
     fn rented(&self, id: &RfpId) -> bool {
         self.guests
-            .get(&bidders::guest_id(id))
-            .is_some_and(|g| g.rfp() == id)
+            .get(&GuestKey::of(&bidders::guest_id(id)))
+            .is_some_and(|g| g.is_rented_for(id))
     }
 
     pub fn guest(&self, id: &str) -> Option<&GuestRecord> {
-        self.guests.get(id).map(AsRef::as_ref)
+        self.guests.get(&GuestKey::of(id)).map(AsRef::as_ref)
     }
 
     pub fn released(&self, id: &str) -> Option<&ReleasedGuest> {
-        self.released.get(id)
+        self.released.get(&GuestKey::of(id))
     }
 
     /// Guests of `bidder` that take its capacity at `now_ms`.
@@ -286,7 +288,7 @@ impl MarketState {
             .released
             .iter()
             .map(|(guest, released)| Change::Tombstone {
-                guest: guest.clone(),
+                guest: guest.id(),
                 released: released.clone(),
             });
         let published = self.rfps.iter().map(|(rfp, request)| Change::Published {
@@ -294,7 +296,7 @@ impl MarketState {
             request: request.clone(),
         });
         let accepted = self.guests.iter().map(|(guest, record)| Change::Accepted {
-            guest: guest.clone(),
+            guest: guest.id(),
             record: record.clone(),
         });
         released.chain(published).chain(accepted)
