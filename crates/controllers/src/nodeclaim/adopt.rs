@@ -80,7 +80,7 @@ pub fn holders<'a>(
         }
     }
     for infra in infras {
-        if infra.metadata.deletion_timestamp.is_some() {
+        if infra.is_deleting() {
             continue;
         }
         for (entry, adopt) in infra.adopted() {

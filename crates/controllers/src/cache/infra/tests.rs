@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use proptest::prelude::*;
 
 use super::CachedInfra;
+use crate::cache::Labelled;
 use crate::nodeclaim::compose::node_name;
 
 /// Entry names from a small set, so lists share them (or do not) by chance.
@@ -262,7 +263,7 @@ fn infra() -> impl Strategy<Value = Infra> {
         spec(),
         proptest::collection::vec((any::<bool>(), 0u8..4), 4),
         any::<bool>(),
-        any::<bool>(),
+        (0u8..3, 0u8..3),
     )
         .prop_flat_map(|(name, spec, derive, with_status, labelled)| {
             let status = if with_status {
@@ -279,15 +280,26 @@ fn infra() -> impl Strategy<Value = Infra> {
                 namespace: Some("socialweb-system".to_owned()),
                 uid: Some("u-1".to_owned()),
                 resource_version: Some("7".to_owned()),
-                labels: labelled.then(|| {
-                    BTreeMap::from([(api::names::CLUSTER_LABEL.to_owned(), "c1".to_owned())])
-                }),
+                labels: string_map(labelled.0, api::names::CLUSTER_LABEL),
+                annotations: string_map(labelled.1, "example.com/note"),
                 finalizers: Some(vec![api::names::INFRA_RELEASE_FINALIZER.to_owned()]),
                 ..ObjectMeta::default()
             },
             spec,
             status,
         })
+}
+
+/// None, empty, or `key` and another entry.
+fn string_map(which: u8, key: &str) -> Option<BTreeMap<String, String>> {
+    match which {
+        0 => None,
+        1 => Some(BTreeMap::new()),
+        _ => Some(BTreeMap::from([
+            (key.to_owned(), "c1".to_owned()),
+            ("b/other".to_owned(), String::new()),
+        ])),
+    }
 }
 
 /// An Infra's parts, to compare (the kube-derived `Infra` is not `PartialEq`).
@@ -302,6 +314,10 @@ proptest! {
         let back = cached.infra();
         prop_assert_eq!(parts(&back), parts(&infra));
         prop_assert_eq!(cached.cluster_ref(), infra.spec.cluster_ref.as_ref());
+        let label = |key| infra.metadata.labels.as_ref()?.get(key).map(String::as_str);
+        for key in [api::names::CLUSTER_LABEL, "b/other", "c/absent"] {
+            prop_assert_eq!(cached.label(key), label(key));
+        }
         let adopted: Vec<(&str, &Receipt)> = cached.adopted().collect();
         let nodes: Vec<(&str, &Receipt)> = infra
             .spec

@@ -192,7 +192,7 @@ pub fn deleting(inputs: DeletingInputs<'_>) -> DeletePlan<'_> {
         .infras
         .iter()
         .map(AsRef::as_ref)
-        .filter(|i| i.metadata.deletion_timestamp.is_none())
+        .filter(|i| !i.is_deleting())
         .collect();
     let contracts: Vec<&CachedContract> = if inputs.infras.is_empty() {
         inputs
