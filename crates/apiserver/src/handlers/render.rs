@@ -52,16 +52,24 @@ pub fn render_value(res: &Resource, stored: &StoredObject, render: Render) -> Va
 /// Whether the stored bytes of an object are what `res` serves of it ([`object_value`]),
 /// so they need not be parsed, defaulted and serialized again: always when `res` serves
 /// its objects untouched; for a custom resource with a schema, served in its storage
-/// version, when the schema pass of the write that stored it, through `res` itself,
-/// defaulted the object (`defaulted`: defaulting it again changes nothing; an object
-/// stored otherwise may predate the schema's defaults) and it is stored under the served
-/// apiVersion.
+/// version, when the schema pass of `res` itself made the object (defaulting it again
+/// changes nothing; an object stored otherwise may predate the schema's defaults) and it
+/// is stored under the served apiVersion. The schema pass made it when the write that
+/// stored it went through `res` (`defaulted`), or when its content outside `metadata`
+/// carries the mark of `res`'s schema ([`StoredObject::schema_mark`]): a later write
+/// of its metadata alone (a deletion's timestamp, a finalizer taken away) and a read
+/// (a GET, a list, a watch's replay) serve the bytes too.
 #[must_use]
 pub fn serves_stored_bytes(res: &Resource, stored: &StoredObject, defaulted: bool) -> bool {
     if !needs_transform(res) {
         return true;
     }
-    if !defaulted
+    let made_by_schema = stored.schema_mark != 0
+        && res
+            .schema
+            .as_deref()
+            .is_some_and(|schema| schema.mark() == stored.schema_mark);
+    if !(defaulted || made_by_schema)
         || !res.custom
         || crate::semantics::events::is_events_v1(res)
         || res.version != res.storage_version

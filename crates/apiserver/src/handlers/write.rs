@@ -273,7 +273,12 @@ where
                 Op::Put(v)
             }
             Outcome::Remove => Op::Delete(None),
-            Outcome::RemoveAs(v) => Op::Delete(Some(v)),
+            Outcome::RemoveAs(v) => {
+                // Made by the schema pass of `via` when there is one (an update or a
+                // patch that took the last finalizer away); unknown otherwise.
+                schema_mark = via.map_or(0, |res| schema_mark_of(res));
+                Op::Delete(Some(v))
+            }
         };
         if dry_run {
             let preview = match op {

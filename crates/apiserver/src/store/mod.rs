@@ -541,9 +541,18 @@ impl Store {
                 let Some(cur) = &current else {
                     return Err(WriteError::Missing);
                 };
+                // The final state given was made by this write (its mark is the
+                // caller's); without one it is the current object's content.
+                let mark = if last.is_some() {
+                    schema_mark
+                } else {
+                    cur.schema_mark
+                };
                 let mut value = last.unwrap_or_else(|| cur.value());
                 object::set_rv(&mut value, rv);
-                let stored = Arc::new(StoredObject::new(&value, rv).ok_or(WriteError::Encode)?);
+                let mut stored = StoredObject::new(&value, rv).ok_or(WriteError::Encode)?;
+                stored.schema_mark = mark;
+                let stored = Arc::new(stored);
                 if let Some(table) = state.tables.get_mut(storage) {
                     table.remove(key);
                 }

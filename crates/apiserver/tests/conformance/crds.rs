@@ -68,6 +68,10 @@ async fn r3_16_defaults_apply_on_create_update_and_read() {
         "a removed defaulted key comes back"
     );
 
+    let mut held = widget("held", &json!({}));
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    post(&server, WIDGETS, &held).await.ok(201);
+
     // A default added to the schema later shows on read of objects stored before.
     let mut crd = get(&server, WIDGET_CRD).await.body;
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["shape"] =
@@ -77,6 +81,20 @@ async fn r3_16_defaults_apply_on_create_update_and_read() {
         get(&server, &path).await.body["spec"]["shape"] == "round"
     })
     .await;
+    // So does an object a delete only marks (it has a finalizer): its content is still
+    // the old schema's, so it is defaulted on the way out, not served as stored.
+    let held_path = format!("{WIDGETS}/held");
+    let deleting = delete(&server, &held_path, &json!({})).await;
+    let deleting = deleting.ok(200);
+    assert!(
+        !deleting["metadata"]["deletionTimestamp"].is_null(),
+        "{deleting}"
+    );
+    assert_eq!(deleting["spec"]["shape"], "round", "{deleting}");
+    assert_eq!(
+        get(&server, &held_path).await.body["spec"]["shape"],
+        "round"
+    );
 }
 
 #[tokio::test]
