@@ -54,13 +54,13 @@ pub fn render_value(res: &Resource, stored: &StoredObject, render: Render) -> Va
 /// its objects untouched; for a custom resource with a schema, served in its storage
 /// version, when the schema pass of `res` itself made the object (defaulting it again
 /// changes nothing; an object stored otherwise may predate the schema's defaults) and it
-/// is stored under the served apiVersion. The schema pass made it when the write that
-/// stored it went through `res` (`defaulted`), or when its content outside `metadata`
-/// carries the mark of `res`'s schema ([`StoredObject::schema_mark`]): a later write
-/// of its metadata alone (a deletion's timestamp, a finalizer taken away) and a read
-/// (a GET, a list, a watch's replay) serve the bytes too.
+/// is stored under the served apiVersion. Its content outside `metadata` then carries
+/// the mark of `res`'s schema ([`StoredObject::schema_mark`]), whichever write stored
+/// it: the one through `res`, and a later write of its metadata alone (a deletion's
+/// timestamp, a finalizer taken away); so a write's answer, a watch's line and a read
+/// (a GET, a list, a watch's replay) serve the bytes alike.
 #[must_use]
-pub fn serves_stored_bytes(res: &Resource, stored: &StoredObject, defaulted: bool) -> bool {
+pub fn serves_stored_bytes(res: &Resource, stored: &StoredObject) -> bool {
     if !needs_transform(res) {
         return true;
     }
@@ -69,7 +69,7 @@ pub fn serves_stored_bytes(res: &Resource, stored: &StoredObject, defaulted: boo
             .schema
             .as_deref()
             .is_some_and(|schema| schema.mark() == stored.schema_mark);
-    if !(defaulted || made_by_schema)
+    if !made_by_schema
         || !res.custom
         || crate::semantics::events::is_events_v1(res)
         || res.version != res.storage_version
@@ -86,19 +86,7 @@ pub fn serves_stored_bytes(res: &Resource, stored: &StoredObject, defaulted: boo
 
 /// Appends the rendered object's JSON to `out` (splicing stored bytes when possible).
 pub fn write_rendered(out: &mut Vec<u8>, res: &Resource, stored: &StoredObject, render: Render) {
-    write_rendered_as(out, res, stored, render, false);
-}
-
-/// As [`write_rendered`], for an object `defaulted` by the write that stored it through
-/// `res` ([`serves_stored_bytes`]).
-pub fn write_rendered_as(
-    out: &mut Vec<u8>,
-    res: &Resource,
-    stored: &StoredObject,
-    render: Render,
-    defaulted: bool,
-) {
-    if render == Render::Full && serves_stored_bytes(res, stored, defaulted) {
+    if render == Render::Full && serves_stored_bytes(res, stored) {
         out.extend_from_slice(&stored.json);
     } else {
         let value = render_value(res, stored, render);

@@ -24,7 +24,7 @@ use super::Req;
 use super::feed::{Available, Cursor, Feed, FeedKey};
 use super::pace::{self, Pace};
 use super::params::{Render, render_of};
-use super::render::{Filter, write_rendered_as};
+use super::render::{Filter, write_rendered};
 use crate::App;
 use crate::paths::ResourcePath;
 use crate::registry::Resource;
@@ -47,12 +47,6 @@ struct Watcher {
 
 impl Watcher {
     fn event_line(&self, kind: &str, stored: &StoredObject) -> Bytes {
-        self.event_line_as(kind, stored, false)
-    }
-
-    /// As [`Self::event_line`], for an object `defaulted` by the write that stored it
-    /// through this watch's resource (`serves_stored_bytes`).
-    fn event_line_as(&self, kind: &str, stored: &StoredObject, defaulted: bool) -> Bytes {
         let mut out = Vec::with_capacity(stored.json.len() + 32);
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(kind.as_bytes());
@@ -69,7 +63,7 @@ impl Watcher {
             );
             let _ = serde_json::to_writer(&mut out, &table);
         } else {
-            write_rendered_as(&mut out, &self.res, stored, self.render, defaulted);
+            write_rendered(&mut out, &self.res, stored, self.render);
         }
         out.extend_from_slice(b"}\n");
         Bytes::from(out)
@@ -153,11 +147,7 @@ impl Watcher {
         let Some(kind) = self.event_kind(change) else {
             return false;
         };
-        let defaulted = live
-            .defaulted_by
-            .as_ref()
-            .is_some_and(|via| std::ptr::eq(via.as_ptr(), Arc::as_ptr(&self.res)));
-        let render = || self.event_line_as(kind, &change.object, defaulted);
+        let render = || self.event_line(kind, &change.object);
         let mut copy = |line: &Bytes| out.extend_from_slice(line);
         match self.line_key(kind) {
             Some(key) => self.app.store.with_live_line(live, &key, render, copy),

@@ -37,17 +37,16 @@ pub enum Outcome {
     Unchanged,
 }
 
-/// Answers with an object and any warnings; `defaulted` when this write's schema pass
-/// made it (see [`serves_stored_bytes`]).
+/// Answers with an object and any warnings (its stored bytes when its schema's mark says
+/// they are what `res` serves: [`serves_stored_bytes`]).
 #[must_use]
 pub fn respond(
     code: StatusCode,
     res: &Resource,
     stored: &StoredObject,
-    defaulted: bool,
     warnings: &[String],
 ) -> Response {
-    let mut response = if serves_stored_bytes(res, stored, defaulted) {
+    let mut response = if serves_stored_bytes(res, stored) {
         bytes_response(code, Bytes::copy_from_slice(&stored.json))
     } else {
         json_response(code, &object_value(res, stored))
@@ -160,8 +159,10 @@ pub async fn create_object(
         );
     }
     if req.params.dry_run {
-        let stored = StoredObject::new(&object, 0).ok_or_else(|| ApiError::internal("encode"))?;
-        return Ok(respond(StatusCode::CREATED, res, &stored, true, &warnings));
+        let mut stored =
+            StoredObject::new(&object, 0).ok_or_else(|| ApiError::internal("encode"))?;
+        stored.schema_mark = schema_mark;
+        return Ok(respond(StatusCode::CREATED, res, &stored, &warnings));
     }
     let generated = object["metadata"]["generateName"]
         .as_str()
@@ -176,12 +177,11 @@ pub async fn create_object(
         } else {
             std::mem::take(&mut object)
         };
-        match app.store.write_via(
+        match app.store.write_marked(
             &res.storage,
             &key,
             Op::Put(attempt),
             Expect::Absent,
-            Some(res),
             schema_mark,
         ) {
             // A generated name that collides is generated again, as the real server retries.
@@ -201,7 +201,6 @@ pub async fn create_object(
         StatusCode::CREATED,
         res,
         &written.change.object,
-        true,
         &warnings,
     ))
 }
@@ -239,8 +238,8 @@ where
 }
 
 /// As [`mutate`], for a mutation whose stored objects went through the schema pass of
-/// `via` (the served resource), which the watch lines of the write then rely on
-/// ([`serves_stored_bytes`]).
+/// `via` (the served resource): they carry its schema's mark, which lets every answer,
+/// watch line and read serve their stored bytes ([`serves_stored_bytes`]).
 ///
 /// # Errors
 /// As [`mutate`].
@@ -281,22 +280,20 @@ where
             }
         };
         if dry_run {
-            let preview = match op {
-                Op::Put(v) | Op::Delete(Some(v)) => v,
-                Op::Delete(None) => current.value(),
+            // Marked as the store would mark it (`Store::write_marked`).
+            let (preview, mark) = match op {
+                Op::Put(v) | Op::Delete(Some(v)) => (v, schema_mark),
+                Op::Delete(None) => (current.value(), current.schema_mark),
             };
-            return StoredObject::new(&preview, current.rv)
-                .map(Arc::new)
-                .ok_or_else(|| ApiError::internal("encode"));
+            let mut preview = StoredObject::new(&preview, current.rv)
+                .ok_or_else(|| ApiError::internal("encode"))?;
+            preview.schema_mark = mark;
+            return Ok(Arc::new(preview));
         }
-        match app.store.write_via(
-            &res.storage,
-            key,
-            op,
-            Expect::Rv(current.rv),
-            via,
-            schema_mark,
-        ) {
+        match app
+            .store
+            .write_marked(&res.storage, key, op, Expect::Rv(current.rv), schema_mark)
+        {
             Ok(mut written) => {
                 written.wait_durable().await;
                 app.after_write(&written.change);
@@ -402,7 +399,6 @@ pub async fn update(
         ));
     }
     let mut warnings = Vec::new();
-    let mut defaulted = false;
     let key = key_of(path, name);
     let stored = mutate_via(app, res, &key, req.params.dry_run, Some(res), |current| {
         if pinned.is_some_and(|rv| rv != current.rv) {
@@ -439,11 +435,10 @@ pub async fn update(
             WriteKind::Body,
             &mut warnings,
         )?;
-        defaulted = !matches!(outcome, Outcome::Unchanged);
         Ok(outcome)
     })
     .await?;
-    Ok(respond(StatusCode::OK, res, &stored, defaulted, &warnings))
+    Ok(respond(StatusCode::OK, res, &stored, &warnings))
 }
 
 /// An apply patch names the endpoint's exact apiVersion and kind. Upstream (1.32): the
@@ -563,7 +558,6 @@ pub async fn patch(
         return create_object(app, res, object, req, true).await;
     }
     let mut warnings = Vec::new();
-    let mut defaulted = false;
     let stored = mutate_via(app, res, &key, req.params.dry_run, Some(res), |current| {
         let old = events::served(res, current.value());
         let patched = match kind {
@@ -618,9 +612,8 @@ pub async fn patch(
             },
             &mut warnings,
         )?;
-        defaulted = !matches!(outcome, Outcome::Unchanged);
         Ok(outcome)
     })
     .await?;
-    Ok(respond(StatusCode::OK, res, &stored, defaulted, &warnings))
+    Ok(respond(StatusCode::OK, res, &stored, &warnings))
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 pub use gc_index::{EVENTS_STORAGE, GcWork, Location};
 pub use object::{ObjKey, StoredObject};
 
-use crate::registry::{Resource, StorageKey};
+use crate::registry::StorageKey;
 
 /// The kind of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,9 +128,6 @@ pub struct TooOld;
 pub struct LiveChange {
     /// The change.
     pub change: Change,
-    /// The served resource whose schema pass defaulted the object this write stored,
-    /// if any (its watch lines may then be the stored bytes: `serves_stored_bytes`).
-    pub defaulted_by: Option<std::sync::Weak<Resource>>,
     /// The first line a watcher rendered for it.
     pub line: lines::FirstLine,
 }
@@ -491,25 +488,23 @@ impl Store {
         op: Op,
         expect: Expect,
     ) -> Result<Written, WriteError> {
-        self.write_via(storage, key, op, expect, None, 0)
+        self.write_marked(storage, key, op, expect, 0)
     }
 
-    /// As [`Self::write`], for a put whose object the schema pass of `via` (the served
-    /// resource it was written through) defaulted, and whose content outside metadata
-    /// the schema marked `schema_mark` made ([`StoredObject::schema_mark`], 0 when unknown).
+    /// As [`Self::write`], for an object whose content outside metadata the schema marked
+    /// `schema_mark` made ([`StoredObject::schema_mark`], 0 when unknown); a delete
+    /// without a final state keeps the current object's mark.
     ///
     /// # Errors
     /// [`WriteError`] when the expectation fails.
-    pub fn write_via(
+    pub fn write_marked(
         &self,
         storage: &StorageKey,
         key: &ObjKey,
         op: Op,
         expect: Expect,
-        via: Option<&Arc<Resource>>,
         schema_mark: u32,
     ) -> Result<Written, WriteError> {
-        let put = matches!(op, Op::Put(_));
         let mut state = self.state.lock();
         let current = state.tables.get(storage).and_then(|t| t.get(key).cloned());
         match (expect, &current) {
@@ -597,7 +592,6 @@ impl Store {
         }
         let _ = self.tx.send(Arc::new(LiveChange {
             change: change.clone(),
-            defaulted_by: via.filter(|_| put).map(Arc::downgrade),
             line: lines::FirstLine::default(),
         }));
         let durable = match &self.wal {
