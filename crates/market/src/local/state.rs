@@ -154,10 +154,11 @@ impl MarketState {
                 }
             }
             Change::Released { guest, at_ms } => {
-                if let Some(record) = self.guests.remove(&GuestKey::of(&guest)) {
+                let guest = GuestKey::of(&guest);
+                if let Some(record) = self.guests.remove(&guest) {
                     self.unload(&record);
                     self.rfps.remove(&record.rfp());
-                    self.close(GuestKey::of(&guest), record.tombstone(at_ms));
+                    self.close(guest, record.tombstone(at_ms));
                 }
             }
             Change::Tombstone { guest, released } => {
